@@ -1,0 +1,249 @@
+// Package collector defines what one sample of a database host holds: PostgreSQL's WAL and
+// checkpoint statistics and settings, the kernel's dirty-page state, and the WAL directory's
+// storage. The types here are plain data so that the rules can be pure functions of them; the
+// subpackages postgres, kernel and storage read them from a server, a procfs root and a sysfs root.
+package collector
+
+import "time"
+
+// Snapshot is one timestamped sample of a host. A part that could not be collected is nil and
+// its Part entry says why; the rest of the snapshot is still filled in.
+type Snapshot struct {
+	Time       time.Time `json:"time"`
+	Postgres   *Postgres `json:"postgres,omitempty"`
+	Kernel     *Kernel   `json:"kernel,omitempty"`
+	WALStorage *Storage  `json:"wal_storage,omitempty"`
+	// Parts reports, per source ("postgres", "kernel", "wal_storage"), how the collection went.
+	Parts []Part `json:"parts"`
+}
+
+// Part is the outcome of collecting one source of a snapshot.
+type Part struct {
+	Name            string  `json:"name"`
+	OK              bool    `json:"ok"`
+	DurationSeconds float64 `json:"duration_seconds"`
+	// Error says what failed and what to do about it; empty when OK.
+	Error string `json:"error,omitempty"`
+}
+
+// Part returns the named part and whether it is present.
+func (s *Snapshot) Part(name string) (Part, bool) {
+	for _, p := range s.Parts {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Part{}, false
+}
+
+// Names of the parts of a snapshot.
+const (
+	PartPostgres   = "postgres"
+	PartKernel     = "kernel"
+	PartWALStorage = "wal_storage"
+)
+
+// Postgres is what one connection to the server tells.
+type Postgres struct {
+	// VersionNum is server_version_num, e.g. 150004.
+	VersionNum int    `json:"version_num"`
+	Version    string `json:"version"`
+	// StartTime is pg_postmaster_start_time(): a change means the server restarted.
+	StartTime  time.Time `json:"start_time"`
+	InRecovery bool      `json:"in_recovery"`
+	// Settings holds the WAL, checkpoint and durability settings by name (see SettingNames).
+	Settings map[string]Setting `json:"settings"`
+	// WAL is nil below PostgreSQL 14, where pg_stat_wal does not exist.
+	WAL *WALStats `json:"wal,omitempty"`
+	// Checkpointer holds the checkpoint counters (pg_stat_bgwriter up to 16, pg_stat_checkpointer from 17).
+	Checkpointer *CheckpointStats `json:"checkpointer,omitempty"`
+	// WaitEvents aggregates the WAL wait events sampled since the previous snapshot.
+	WaitEvents *WaitEvents `json:"wait_events,omitempty"`
+	// DataDir is data_directory; WALDir is its pg_wal with symlinks resolved, or --wal-dir.
+	DataDir string `json:"data_directory,omitempty"`
+	WALDir  string `json:"wal_dir,omitempty"`
+	// Notes are things an operator should know about this collection (e.g. "WAL statistics need 14+").
+	Notes []string `json:"notes,omitempty"`
+}
+
+// Setting is one pg_settings row.
+type Setting struct {
+	// Value is the value as SHOW prints it ("64kB", "open_datasync", "on").
+	Value string `json:"value"`
+	// Bytes is set for memory settings, Seconds for time settings, both normalized from the unit.
+	Bytes   *int64   `json:"bytes,omitempty"`
+	Seconds *float64 `json:"seconds,omitempty"`
+	// Raw and Unit are pg_settings.setting and pg_settings.unit.
+	Raw            string   `json:"raw"`
+	Unit           string   `json:"unit,omitempty"`
+	Source         string   `json:"source"`
+	Context        string   `json:"context"`
+	PendingRestart bool     `json:"pending_restart"`
+	EnumVals       []string `json:"enumvals,omitempty"`
+}
+
+// Setting names collected from pg_settings.
+const (
+	WALBuffers                 = "wal_buffers"
+	WALSyncMethod              = "wal_sync_method"
+	Fsync                      = "fsync"
+	SynchronousCommit          = "synchronous_commit"
+	FullPageWrites             = "full_page_writes"
+	WALLevel                   = "wal_level"
+	WALCompression             = "wal_compression"
+	CommitDelay                = "commit_delay"
+	CommitSiblings             = "commit_siblings"
+	WALWriterDelay             = "wal_writer_delay"
+	WALWriterFlushAfter        = "wal_writer_flush_after"
+	CheckpointTimeout          = "checkpoint_timeout"
+	CheckpointCompletionTarget = "checkpoint_completion_target"
+	CheckpointFlushAfter       = "checkpoint_flush_after"
+	BgwriterFlushAfter         = "bgwriter_flush_after"
+	MaxWALSize                 = "max_wal_size"
+	MinWALSize                 = "min_wal_size"
+	SharedBuffers              = "shared_buffers"
+	TrackWALIOTiming           = "track_wal_io_timing"
+	DataDirectory              = "data_directory"
+	MaxConnections             = "max_connections"
+	DebugIODirect              = "debug_io_direct"
+)
+
+// SettingNames lists the settings the collector reads (those a server lacks are left out).
+func SettingNames() []string {
+	return []string{
+		WALBuffers, WALSyncMethod, Fsync, SynchronousCommit, FullPageWrites, WALLevel, WALCompression,
+		CommitDelay, CommitSiblings, WALWriterDelay, WALWriterFlushAfter, CheckpointTimeout,
+		CheckpointCompletionTarget, CheckpointFlushAfter, BgwriterFlushAfter, MaxWALSize, MinWALSize,
+		SharedBuffers, TrackWALIOTiming, DataDirectory, MaxConnections, DebugIODirect,
+	}
+}
+
+// WALStats are the cumulative WAL counters (pg_stat_wal; on 18 writes and syncs come from
+// pg_stat_io where object = 'wal'). Times are in seconds; they stay 0 unless track_wal_io_timing is on.
+type WALStats struct {
+	Records          int64     `json:"records"`
+	FPI              int64     `json:"fpi"`
+	Bytes            int64     `json:"bytes"`
+	BuffersFull      int64     `json:"buffers_full"`
+	Writes           int64     `json:"writes"`
+	Syncs            int64     `json:"syncs"`
+	WriteTimeSeconds float64   `json:"write_time_seconds"`
+	SyncTimeSeconds  float64   `json:"sync_time_seconds"`
+	StatsReset       time.Time `json:"stats_reset"`
+}
+
+// CheckpointStats are the cumulative checkpoint counters. Times are in seconds.
+type CheckpointStats struct {
+	Timed     int64 `json:"timed"`
+	Requested int64 `json:"requested"`
+	// Done is num_done (18+): checkpoints that completed; nil before 18.
+	Done             *int64    `json:"done,omitempty"`
+	WriteTimeSeconds float64   `json:"write_time_seconds"`
+	SyncTimeSeconds  float64   `json:"sync_time_seconds"`
+	BuffersWritten   int64     `json:"buffers_written"`
+	StatsReset       time.Time `json:"stats_reset"`
+}
+
+// WaitEvents aggregates pg_stat_activity samples taken between two snapshots.
+type WaitEvents struct {
+	// Samples is how many times pg_stat_activity was read; ActiveBackends sums, over those
+	// samples, the client backends that were active. Counts sums, over the same samples, the
+	// backends waiting on each WAL wait event (keys are the Event* constants).
+	Samples        int64            `json:"samples"`
+	ActiveBackends int64            `json:"active_backends"`
+	Counts         map[string]int64 `json:"counts"`
+}
+
+// Normalized WAL wait-event keys (the names changed in PostgreSQL 17: WALWrite became WalWrite
+// for the IO events; the collector matches on type and name).
+const (
+	EventIOWALWrite      = "io_wal_write"
+	EventIOWALSync       = "io_wal_sync"
+	EventIOWALInitWrite  = "io_wal_init_write"
+	EventIOWALInitSync   = "io_wal_init_sync"
+	EventLWLockWALInsert = "lwlock_wal_insert"
+	EventLWLockWALWrite  = "lwlock_wal_write"
+	EventLWLockWALBufMap = "lwlock_wal_buf_mapping"
+)
+
+// Kernel is the kernel's dirty-page configuration and state.
+type Kernel struct {
+	VM VM `json:"vm"`
+	// DirtyBackgroundThresholdBytes and DirtyThresholdBytes are the effective thresholds: the
+	// *_bytes knob when set, else the ratio of dirtyable memory, approximated as MemFree +
+	// Active(file) + Inactive(file) (the kernel's global_dirtyable_memory, less its reserves).
+	DirtyBackgroundThresholdBytes int64   `json:"dirty_background_threshold_bytes"`
+	DirtyThresholdBytes           int64   `json:"dirty_threshold_bytes"`
+	Meminfo                       Meminfo `json:"meminfo"`
+}
+
+// VM holds /proc/sys/vm/dirty_* as the kernel reports them.
+type VM struct {
+	DirtyBackgroundRatio    int64 `json:"dirty_background_ratio"`
+	DirtyBackgroundBytes    int64 `json:"dirty_background_bytes"`
+	DirtyRatio              int64 `json:"dirty_ratio"`
+	DirtyBytes              int64 `json:"dirty_bytes"`
+	DirtyExpireCentisecs    int64 `json:"dirty_expire_centisecs"`
+	DirtyWritebackCentisecs int64 `json:"dirty_writeback_centisecs"`
+}
+
+// Meminfo holds the /proc/meminfo fields the rules use, in bytes.
+type Meminfo struct {
+	MemTotalBytes     int64 `json:"mem_total_bytes"`
+	MemFreeBytes      int64 `json:"mem_free_bytes"`
+	MemAvailableBytes int64 `json:"mem_available_bytes"`
+	ActiveFileBytes   int64 `json:"active_file_bytes"`
+	InactiveFileBytes int64 `json:"inactive_file_bytes"`
+	DirtyBytes        int64 `json:"dirty_bytes"`
+	WritebackBytes    int64 `json:"writeback_bytes"`
+}
+
+// Storage describes the file system and block devices under the WAL directory.
+type Storage struct {
+	Path string `json:"path"`
+	// Device is the st_dev of Path as "MAJ:MIN"; DeviceName its /sys/dev/block name ("sda1",
+	// "dm-0"), empty for file systems without a block device (tmpfs, FUSE, overlay).
+	Device       string   `json:"device"`
+	DeviceName   string   `json:"device_name,omitempty"`
+	MountPoint   string   `json:"mount_point"`
+	FSType       string   `json:"fs_type"`
+	MountSource  string   `json:"mount_source,omitempty"`
+	MountOptions []string `json:"mount_options"`
+	// Volatile is true for file systems that live in memory (tmpfs, ramfs): nothing survives a
+	// power cut. NoBarrier is true for nobarrier/barrier=0 mounts; DataWriteback for data=writeback.
+	Volatile      bool `json:"volatile"`
+	NoBarrier     bool `json:"nobarrier"`
+	DataWriteback bool `json:"data_writeback"`
+	// Rotational, WriteCache and FUA summarize Disks: rotational if any disk is, "write back" if
+	// any disk caches writes, FUA only if every disk supports it. Nil/empty when unknown.
+	Rotational *bool  `json:"rotational"`
+	WriteCache string `json:"write_cache"`
+	FUA        *bool  `json:"fua"`
+	// Disks are the whole disks under the device: its parent for a partition, the slaves of a
+	// dm or md device (recursively).
+	Disks      []Disk  `json:"disks,omitempty"`
+	FreeBytes  uint64  `json:"free_bytes"`
+	TotalBytes uint64  `json:"total_bytes"`
+	IO         *DiskIO `json:"io,omitempty"`
+	// Notes say what could not be determined and why.
+	Notes []string `json:"notes,omitempty"`
+}
+
+// Disk is one whole disk's queue attributes from sysfs.
+type Disk struct {
+	Name       string `json:"name"`
+	Rotational bool   `json:"rotational"`
+	// WriteCache is queue/write_cache: "write back" or "write through".
+	WriteCache string `json:"write_cache"`
+	FUA        bool   `json:"fua"`
+	Model      string `json:"model,omitempty"`
+}
+
+// DiskIO holds the cumulative I/O counters of the WAL's block device (/sys/dev/block/M:m/stat).
+type DiskIO struct {
+	Writes           uint64  `json:"writes"`
+	WriteBytes       uint64  `json:"write_bytes"`
+	WriteTimeSeconds float64 `json:"write_time_seconds"`
+	Flushes          uint64  `json:"flushes"`
+	FlushTimeSeconds float64 `json:"flush_time_seconds"`
+}
