@@ -209,8 +209,9 @@ type Storage struct {
 	FSType       string   `json:"fs_type"`
 	MountSource  string   `json:"mount_source,omitempty"`
 	MountOptions []string `json:"mount_options"`
-	// Volatile is true for file systems that live in memory (tmpfs, ramfs): nothing survives a
-	// power cut. NoBarrier is true for nobarrier/barrier=0 mounts; DataWriteback for data=writeback.
+	// Volatile is true for file systems that live in memory (tmpfs, ramfs) and for any file
+	// system on a RAM disk (zram, brd): nothing survives a power cut. NoBarrier is true for
+	// nobarrier/barrier=0 mounts; DataWriteback for data=writeback.
 	Volatile      bool `json:"volatile"`
 	NoBarrier     bool `json:"nobarrier"`
 	DataWriteback bool `json:"data_writeback"`

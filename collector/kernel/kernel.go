@@ -1,0 +1,160 @@
+// Package kernel reads the kernel's dirty-page knobs (vm.dirty_*) and memory state
+// (/proc/meminfo) from a procfs root, and derives the thresholds at which the kernel starts
+// background writeback and throttles writers.
+package kernel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/shirou/gopsutil/v4/common"
+	"github.com/shirou/gopsutil/v4/mem"
+
+	"github.com/pgwal-advisor/pgwal-advisor/collector"
+)
+
+// procfsHint tells the operator what to check when a procfs read fails: a wrong root (for
+// instance a container's own /proc instead of the host's) is the usual cause.
+const procfsHint = "is --path.procfs the host's procfs?"
+
+// Collector reads the kernel part of a snapshot from one procfs root.
+type Collector struct {
+	procfs string
+}
+
+// New returns a Collector that reads procfs (normally "/proc"; a host's procfs mounted
+// elsewhere when running in a container; a testdata tree in tests).
+func New(procfs string) *Collector {
+	// An empty root would make the vm.dirty_* reads relative to the working directory while
+	// gopsutil fell back to /proc: default it once here so both read the same tree.
+	if procfs == "" {
+		procfs = "/proc"
+	}
+	return &Collector{procfs: procfs}
+}
+
+// Collect reads vm.dirty_* and /proc/meminfo. Every vm.dirty_* file exists on any kernel this
+// tool supports (2.6.29+), so a missing one means the root is wrong and is an error; meminfo
+// fields a kernel does not have are left at zero.
+func (c *Collector) Collect(ctx context.Context) (*collector.Kernel, error) {
+	vm, err := c.readVM()
+	if err != nil {
+		return nil, err
+	}
+	mi, err := c.readMeminfo(ctx)
+	if err != nil {
+		return nil, err
+	}
+	k := &collector.Kernel{VM: vm, Meminfo: mi}
+	k.DirtyBackgroundThresholdBytes, k.DirtyThresholdBytes = thresholds(vm, dirtyableBytes(mi))
+	return k, nil
+}
+
+func (c *Collector) readVM() (collector.VM, error) {
+	var vm collector.VM
+	knobs := []struct {
+		name string
+		dst  *int64
+	}{
+		{"dirty_background_ratio", &vm.DirtyBackgroundRatio},
+		{"dirty_background_bytes", &vm.DirtyBackgroundBytes},
+		{"dirty_ratio", &vm.DirtyRatio},
+		{"dirty_bytes", &vm.DirtyBytes},
+		{"dirty_expire_centisecs", &vm.DirtyExpireCentisecs},
+		{"dirty_writeback_centisecs", &vm.DirtyWritebackCentisecs},
+	}
+	for _, k := range knobs {
+		path := filepath.Join(c.procfs, "sys", "vm", k.name)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return vm, fmt.Errorf("read vm.%s (%s): %w", k.name, procfsHint, err)
+		}
+		v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil {
+			return vm, fmt.Errorf("parse %s: %w", path, err)
+		}
+		*k.dst = v
+	}
+	return vm, nil
+}
+
+// readMeminfo uses gopsutil, which honours the procfs root through the context (HOST_PROC).
+// VirtualMemoryWithContext gives MemTotal, MemFree, MemAvailable, Dirty and Writeback; only its
+// Linux extension gives Active(file) and Inactive(file), and that is a second read of the file.
+// The two reads are a few microseconds apart, which is nothing next to how fast these counters
+// move; the thresholds they feed are approximations anyway.
+func (c *Collector) readMeminfo(ctx context.Context) (collector.Meminfo, error) {
+	ctx = context.WithValue(ctx, common.EnvKey, common.EnvMap{common.HostProcEnvKey: c.procfs})
+	vm, err := mem.VirtualMemoryWithContext(ctx)
+	if err != nil {
+		return collector.Meminfo{}, fmt.Errorf("read meminfo (%s): %w", procfsHint, pathError(err))
+	}
+	ex, err := mem.NewExLinux().VirtualMemoryWithContext(ctx)
+	if err != nil {
+		return collector.Meminfo{}, fmt.Errorf("read meminfo (%s): %w", procfsHint, pathError(err))
+	}
+	// A file without MemTotal is not a meminfo (gopsutil skips lines it does not know and would
+	// return zeros): every threshold derived from it would be wrong.
+	if vm.Total == 0 {
+		return collector.Meminfo{}, fmt.Errorf("read meminfo: no MemTotal in %s (%s)",
+			filepath.Join(c.procfs, "meminfo"), procfsHint)
+	}
+	return collector.Meminfo{
+		MemTotalBytes:     int64(vm.Total),
+		MemFreeBytes:      int64(vm.Free),
+		MemAvailableBytes: int64(vm.Available),
+		ActiveFileBytes:   int64(ex.ActiveFile),
+		InactiveFileBytes: int64(ex.InactiveFile),
+		DirtyBytes:        int64(vm.Dirty),
+		WritebackBytes:    int64(vm.WriteBack),
+	}, nil
+}
+
+// pathError returns the *fs.PathError inside err when there is one: gopsutil wraps it as
+// "couldn't read X: open X: ...", which would name the path twice in the operator's one line.
+func pathError(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe
+	}
+	return err
+}
+
+// dirtyableBytes approximates the memory the kernel lets fill with dirty pages. The kernel's
+// global_dirtyable_memory() (mm/page-writeback.c) counts free pages less totalreserve_pages,
+// plus the active and inactive file LRU lists, less highmem unless vm.highmem_is_dirtyable.
+// /proc/meminfo shows neither the reserve nor (on 64-bit) any highmem, so this is MemFree +
+// Active(file) + Inactive(file): slightly above the kernel's figure, by the reserves (typically
+// tens of MB; see the zones' "high" watermarks and "protection" in /proc/zoneinfo).
+// Documentation/admin-guide/sysctl/vm.rst calls this "total available memory that contains free
+// pages and reclaimable pages".
+func dirtyableBytes(mi collector.Meminfo) int64 {
+	return mi.MemFreeBytes + mi.ActiveFileBytes + mi.InactiveFileBytes
+}
+
+// thresholds returns the effective background and foreground dirty thresholds in bytes, as the
+// kernel's domain_dirty_limits() (mm/page-writeback.c) computes them for the global domain:
+// a *_bytes knob wins when non-zero (writing one zeroes its ratio twin, vm.rst), else the ratio
+// is a percentage of dirtyable memory; and a background threshold at or above the foreground one
+// is cut to half of it, so background writeback always starts before writers are throttled.
+// The kernel rounds *_bytes up to whole pages; that difference is ignored here.
+func thresholds(vm collector.VM, dirtyable int64) (background, foreground int64) {
+	foreground = vm.DirtyBytes
+	if foreground == 0 {
+		foreground = dirtyable * vm.DirtyRatio / 100
+	}
+	background = vm.DirtyBackgroundBytes
+	if background == 0 {
+		background = dirtyable * vm.DirtyBackgroundRatio / 100
+	}
+	if background >= foreground {
+		background = foreground / 2
+	}
+	return background, foreground
+}

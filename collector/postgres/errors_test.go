@@ -1,0 +1,186 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"go.uber.org/zap/zaptest"
+)
+
+func TestHintFor(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"wrong password", &pgconn.PgError{Code: "28P01"}, "check the user/password in --dsn or ~/.pgpass"},
+		{"unknown role", &pgconn.PgError{Code: "28000"}, "check the user/password in --dsn or ~/.pgpass"},
+		{"unknown database", &pgconn.PgError{Code: "3D000"}, "check dbname in --dsn"},
+		{"permission denied", fmt.Errorf("query: %w", &pgconn.PgError{Code: "42501"}), "GRANT pg_monitor TO advisor"},
+		{"too many connections", &pgconn.PgError{Code: "53300"}, "max_connections"},
+		{"starting up", &pgconn.PgError{Code: "57P03"}, "retry later"},
+		{"timeout", context.DeadlineExceeded, "no answer within 5s"},
+		{"refused", &net.OpError{Op: "dial", Err: errors.New("connection refused")}, "is the server running?"},
+		{"unknown host", &net.DNSError{Name: "nosuchhost"}, "check the host in --dsn"},
+		{"other", errors.New("something"), ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := hintFor(tt.err, "advisor", 5*time.Second)
+			if tt.want == "" && got != "" || !strings.Contains(got, tt.want) {
+				t.Errorf("hintFor(%v) = %q, want %q", tt.err, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestQuoteIdent(t *testing.T) {
+	for in, want := range map[string]string{"advisor": "advisor", "Advisor": `"Advisor"`, `a"b`: `"a""b"`, "": "<role>"} {
+		if got := quoteIdent(in); got != want {
+			t.Errorf("quoteIdent(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestDSNSecrets(t *testing.T) {
+	tests := []struct {
+		dsn  string
+		want []string
+	}{
+		{"host=db user=a password=sekrit", []string{"sekrit"}},
+		{"host=db password = 'se cr\\'et' user=a", []string{"se cr\\'et", "se cr'et"}},
+		{"postgres://a:sekrit@db:5432/x", []string{"sekrit"}},
+		{"postgresql://a:se%40krit@db/x", []string{"se%40krit", "se@krit"}},
+		{"postgres://a@db/x?sslmode=disable&password=sekrit", []string{"sekrit"}},
+		{"host=db user=a", nil},
+		{"", nil},
+	}
+	for _, tt := range tests {
+		got := dsnSecrets(tt.dsn)
+		if strings.Join(got, "|") != strings.Join(tt.want, "|") {
+			t.Errorf("dsnSecrets(%q) = %q, want %q", tt.dsn, got, tt.want)
+		}
+	}
+}
+
+// closedPort returns a loopback port that nothing listens on.
+func closedPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	return port
+}
+
+// These need no server: the server is down.
+func TestConnectErrors(t *testing.T) {
+	port := closedPort(t)
+	tests := []struct {
+		name string
+		dsn  string
+		env  map[string]string
+		want []string
+	}{
+		{name: "server down", dsn: fmt.Sprintf("host=127.0.0.1 port=%d user=advisor password=sekrit dbname=postgres sslmode=disable", port),
+			want: []string{"connect to PostgreSQL at host=127.0.0.1 port=" + strconv.Itoa(port), "is the server running?"}},
+		{name: "URL", dsn: fmt.Sprintf("postgres://advisor:sekrit@127.0.0.1:%d/postgres?sslmode=disable", port),
+			want: []string{"port=" + strconv.Itoa(port), "is the server running?"}},
+		{name: "password in URL query", dsn: fmt.Sprintf("postgres://advisor@127.0.0.1:%d/postgres?password=sekrit", port),
+			want: []string{"is the server running?"}},
+		{name: "malformed keyword DSN", dsn: "host=127.0.0.1 password=sekrit port=notaport",
+			want: []string{"parse --dsn", "postgres:// URL"}},
+		{name: "malformed URL", dsn: "postgres://advisor:sekrit@127.0.0.1:notaport/postgres",
+			want: []string{"parse --dsn"}},
+		{name: "malformed quoted password", dsn: "host=127.0.0.1 password='sekrit",
+			want: []string{"parse --dsn"}},
+		// An empty DSN means the PG* environment, as with psql.
+		{name: "environment", dsn: "", env: map[string]string{
+			"PGHOST": "127.0.0.1", "PGPORT": strconv.Itoa(port), "PGUSER": "advisor", "PGPASSWORD": "sekrit", "PGSSLMODE": "disable",
+		}, want: []string{"host=127.0.0.1 port=" + strconv.Itoa(port) + " user=advisor", "is the server running?"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			c := New(tt.dsn, Options{QueryTimeout: 2 * time.Second, Logger: zaptest.NewLogger(t)})
+			defer c.Close(context.Background())
+			pg, err := c.Collect(context.Background())
+			if err == nil {
+				t.Fatalf("Collect = %+v, want an error", pg)
+			}
+			msg := err.Error()
+			for _, w := range tt.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error %q does not contain %q", msg, w)
+				}
+			}
+			if strings.Contains(msg, "sekrit") {
+				t.Errorf("error %q contains the password", msg)
+			}
+			if strings.Contains(msg, "\n") {
+				t.Errorf("error %q is more than one line", msg)
+			}
+			serr := c.SampleWaitEvents(context.Background())
+			if serr == nil || strings.Contains(serr.Error(), "sekrit") {
+				t.Errorf("SampleWaitEvents = %v, want an error without the password", serr)
+			}
+		})
+	}
+}
+
+// A server that accepts connections and never answers must not hang the collector.
+func TestHungServer(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			// Hold the connection open, say nothing; closed when the test ends.
+			t.Cleanup(func() { conn.Close() })
+		}
+	}()
+	port := l.Addr().(*net.TCPAddr).Port
+	c := New(fmt.Sprintf("host=127.0.0.1 port=%d user=advisor sslmode=disable", port), Options{QueryTimeout: 300 * time.Millisecond})
+	start := time.Now()
+	_, err = c.Collect(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "no answer within 300ms") {
+		t.Errorf("Collect error = %v, want a timeout naming 300ms", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("Collect took %s against a hung server", d)
+	}
+}
+
+// A caller whose context ends while another holds the connection gives up.
+func TestAcquireHonoursContext(t *testing.T) {
+	c := New("host=127.0.0.1", Options{})
+	if err := c.acquire(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer c.release()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := c.Collect(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Collect while busy = %v, want the context's deadline", err)
+	}
+	if err := c.SampleWaitEvents(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("SampleWaitEvents while busy = %v, want the context's deadline", err)
+	}
+}
