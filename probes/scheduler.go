@@ -1,0 +1,256 @@
+package probes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Defaults of the continuous mode.
+const (
+	DefaultBurst    = 2 * time.Second
+	DefaultInterval = 5 * time.Minute
+	// DefaultBurstOpsPerSec caps timed operations within a burst. Unlimited, a fast NVMe
+	// device takes some 10,000 syncs a second, and 2 s of that every 5 minutes would write
+	// tens of gigabytes a day to an SSD for no better answer; 200/s is as fast as a busy
+	// single-client commit stream and still fills the window within an hour.
+	DefaultBurstOpsPerSec = 200
+	// DefaultWindow is the samples kept per method and pattern: enough for a p99 and a narrow
+	// interval, bounded in memory (8kB per pattern).
+	DefaultWindow = 1000
+)
+
+// SchedulerConfig configures the continuous mode.
+type SchedulerConfig struct {
+	// Probe says where and what to probe, as for Run. Its Duration, MinSamples and Precision
+	// are not used: each burst lasts Burst. MaxOpsPerSec defaults to DefaultBurstOpsPerSec.
+	Probe Config
+	// Burst is how long each burst measures (default 2 s); Interval the time from one burst's
+	// start to the next (default 5 min).
+	Burst    time.Duration
+	Interval time.Duration
+	// Window is the number of recent samples kept per method and pattern (default 1000).
+	Window int
+}
+
+// Scheduler is the daemon's continuous probe. It measures in short bursts and keeps a bounded
+// window of recent samples per method, so that the report reflects the device as it is now
+// without probing all the time.
+//
+// Cost, with the defaults: one 2 s burst every 5 minutes, a duty cycle of 2/300 = 0.7% of the
+// time; within a burst at most 200 timed operations a second (400 a burst, each one or two
+// 8kB writes and a sync: about 5MB written a burst, 1.4GB a day), so the device is far from
+// saturated even then. The 16MB probe file is written once when Run starts and kept between
+// bursts (rewriting it every burst would cost more device writes than the bursts themselves);
+// it is removed when Run returns.
+type Scheduler struct {
+	cfg    SchedulerConfig
+	logger *zap.Logger
+
+	// Owned by Run's goroutine.
+	path    string
+	windows map[patternKey][]float64
+	started time.Time
+	wall    time.Duration
+	bursts  int
+
+	mu     sync.RWMutex
+	latest *Report
+	facts  DeviceFacts
+}
+
+type patternKey struct {
+	name          string
+	writesPerSync int
+	writeBytes    int
+}
+
+// NewScheduler checks cfg and returns a scheduler; nothing runs until Run. A nil logger logs
+// nothing.
+func NewScheduler(cfg SchedulerConfig, logger *zap.Logger) (*Scheduler, error) {
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	if cfg.Burst == 0 {
+		cfg.Burst = DefaultBurst
+	}
+	if cfg.Interval == 0 {
+		cfg.Interval = DefaultInterval
+	}
+	if cfg.Window == 0 {
+		cfg.Window = DefaultWindow
+	}
+	if cfg.Probe.MaxOpsPerSec == 0 {
+		cfg.Probe.MaxOpsPerSec = DefaultBurstOpsPerSec
+	}
+	switch {
+	case cfg.Burst < MinDuration:
+		return nil, refuse("probe burst %v is too short: at least %v is needed for every method to give samples", cfg.Burst, MinDuration)
+	case cfg.Interval < cfg.Burst:
+		return nil, refuse("probe interval %v is shorter than the burst %v: bursts would run back to back", cfg.Interval, cfg.Burst)
+	case cfg.Window < 2:
+		return nil, refuse("probe window %d: at least 2 samples are needed for an interval", cfg.Window)
+	}
+	probe := cfg.Probe
+	probe.Duration = cfg.Burst
+	probe, err := probe.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	cfg.Probe = probe
+	return &Scheduler{
+		cfg:     cfg,
+		logger:  logger.With(zap.String("probe_dir", cfg.Probe.Dir)),
+		windows: map[patternKey][]float64{},
+		facts:   cfg.Probe.Facts,
+	}, nil
+}
+
+// DutyCycle is the share of time spent probing: Burst / Interval.
+func (s *Scheduler) DutyCycle() float64 {
+	return s.cfg.Burst.Seconds() / s.cfg.Interval.Seconds()
+}
+
+// Run probes a burst at once and then every Interval until ctx is cancelled, then removes the
+// probe file and returns nil. It returns an error only when the probe directory is refused at
+// the start; a burst that fails later is logged and retried at the next interval with a fresh
+// file.
+func (s *Scheduler) Run(ctx context.Context) error {
+	if err := checkDir(s.cfg.Probe); err != nil {
+		return err
+	}
+	defer s.dropFile()
+	tick := time.NewTicker(s.cfg.Interval)
+	defer tick.Stop()
+	for {
+		if err := s.burst(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			s.logger.Warn("probe burst failed", zap.Error(err))
+			s.dropFile()
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// Latest returns the report over the current window, or nil before the first burst ends. The
+// report is shared with other callers and must not be modified.
+func (s *Scheduler) Latest() *Report {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.latest
+}
+
+// SetFacts replaces the device facts the verdict uses (the collector learns them after the
+// scheduler starts, and they can change) and re-judges the latest report.
+func (s *Scheduler) SetFacts(f DeviceFacts) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.facts = f
+	if s.latest != nil {
+		r := *s.latest
+		r.Durability = Judge(&r, s.judgeFacts(f))
+		s.latest = &r
+	}
+}
+
+// judgeFacts fills the file system type when the collector has not said.
+func (s *Scheduler) judgeFacts(f DeviceFacts) DeviceFacts {
+	cfg := s.cfg.Probe
+	cfg.Facts = f
+	return factsFor(cfg)
+}
+
+// burst measures once and folds the samples into the window.
+func (s *Scheduler) burst(ctx context.Context) error {
+	if err := s.ensureFile(ctx); err != nil {
+		return err
+	}
+	m, err := newMeasurer(s.path, s.cfg.Probe, linuxCalls())
+	if err != nil {
+		return err
+	}
+	defer m.close()
+	start := time.Now()
+	if _, err := m.run(ctx, runLimits{budget: s.cfg.Burst, maxOps: s.cfg.Probe.MaxOpsPerSec}, nil); err != nil {
+		return err
+	}
+	end := time.Now()
+	if s.bursts == 0 {
+		s.started = start
+	}
+	s.bursts++
+	s.wall += end.Sub(start)
+
+	methods := make([]MethodResult, 0, len(m.patterns))
+	for _, p := range m.patterns {
+		k := patternKey{p.res.Name, p.res.WritesPerSync, p.res.WriteBytes}
+		w := append(s.windows[k], p.samples...)
+		if over := len(w) - s.cfg.Window; over > 0 {
+			w = w[:copy(w, w[over:])]
+		}
+		s.windows[k] = w
+		methods = append(methods, result(p.res, w))
+	}
+	rep := &Report{
+		Dir:            s.cfg.Probe.Dir,
+		Started:        s.started,
+		Finished:       end,
+		WallSeconds:    s.wall.Seconds(),
+		BudgetSeconds:  s.cfg.Burst.Seconds(),
+		Stop:           StopContinuous,
+		Bursts:         s.bursts,
+		DirectIOPolicy: s.cfg.Probe.Server.Describe(),
+		Methods:        methods,
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rep.Durability = Judge(rep, s.judgeFacts(s.facts))
+	s.latest = rep
+	return nil
+}
+
+// ensureFile creates the probe file unless it is still there; someone may have cleaned the
+// directory between bursts, and the free space is checked again before writing 16MB.
+func (s *Scheduler) ensureFile(ctx context.Context) error {
+	if s.path != "" {
+		_, err := os.Stat(s.path)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("stat probe file: %w", err)
+		}
+		s.path = ""
+	}
+	if err := checkDir(s.cfg.Probe); err != nil {
+		return err
+	}
+	p, err := createProbeFile(ctx, s.cfg.Probe.Dir)
+	if err != nil {
+		return err
+	}
+	s.path = p
+	return nil
+}
+
+func (s *Scheduler) dropFile() {
+	if s.path == "" {
+		return
+	}
+	if err := os.Remove(s.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		s.logger.Warn("remove probe file", zap.String("path", s.path), zap.Error(err))
+	}
+	s.path = ""
+}
