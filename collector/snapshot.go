@@ -220,6 +220,10 @@ type Storage struct {
 	Rotational *bool  `json:"rotational"`
 	WriteCache string `json:"write_cache"`
 	FUA        *bool  `json:"fua"`
+	// Virtual is true when a disk under the WAL is a hypervisor's virtual disk (virtio, Xen,
+	// VMware, Hyper-V, cloud block storage): its rotational and cache flags describe the
+	// emulation, not the storage that really holds the data.
+	Virtual bool `json:"virtual"`
 	// Disks are the whole disks under the device: its parent for a partition, the slaves of a
 	// dm or md device (recursively).
 	Disks      []Disk  `json:"disks,omitempty"`
@@ -238,6 +242,10 @@ type Disk struct {
 	WriteCache string `json:"write_cache"`
 	FUA        bool   `json:"fua"`
 	Model      string `json:"model,omitempty"`
+	// Driver is the kernel driver of the disk's device (virtio_blk, nvme, sd...).
+	Driver string `json:"driver,omitempty"`
+	// Virtual: see Storage.Virtual.
+	Virtual bool `json:"virtual"`
 }
 
 // DiskIO holds the cumulative I/O counters of the WAL's block device (/sys/dev/block/M:m/stat).

@@ -135,4 +135,6 @@ type DeviceFacts struct {
 	WriteCache string `json:"write_cache,omitempty"`
 	FUA        *bool  `json:"fua,omitempty"`
 	Volatile   bool   `json:"volatile"`
+	// Virtual: a hypervisor's or cloud's virtual disk, whose flags are the emulation's.
+	Virtual bool `json:"virtual"`
 }

@@ -82,6 +82,16 @@ func Judge(r *Report, f DeviceFacts) Verdict {
 		v.Status = VerdictTooFast
 		v.Reason = fmt.Sprintf("The probe directory is on %s, which lives in memory: a sync there persists nothing (%s p50 %s), and a power loss or reboot loses everything written. WAL there is fast and not durable.",
 			orDefault(f.FSType, "a volatile file system"), fastest.Name, fmtUS(p50))
+	case f.Virtual:
+		// A virtual disk's queue flags are the emulation's (virtio-blk says rotational by
+		// default); whether a flush reaches stable storage depends on the hypervisor's cache
+		// mode (QEMU's cache=unsafe drops flushes) or the cloud's block storage, which the guest
+		// cannot see. Calling it too fast from the rotational flag would be a false alarm on
+		// nearly every VM.
+		v.Evidence["virtual"] = 1
+		v.Status = VerdictUnknown
+		v.Reason = fmt.Sprintf("%s p50 is %s on a virtual disk: its rotational and cache flags describe the emulation, not the storage under it, so latency cannot tell whether syncs are persisted. Ask the platform whether flushes reach stable storage (the hypervisor's disk cache mode, or the block storage's durability guarantee).",
+			ref.Name, fmtUS(ref.LatencyUS.P50))
 	case f.Rotational != nil && *f.Rotational:
 		v.Evidence["rotational_min_sync_us"] = RotationalMinSyncUS
 		if p50 < RotationalMinSyncUS {

@@ -70,6 +70,14 @@ func TestJudge(t *testing.T) {
 			reasonHas: []string{"open_sync completes a sync in 150 µs"},
 		},
 		{
+			name:         "virtio disk claiming rotational with 100 µs syncs: the flags are the emulation's",
+			p50:          all(100, 2),
+			facts:        DeviceFacts{FSType: "ext4", Rotational: ptr(true), WriteCache: "write back", FUA: ptr(false), Virtual: true},
+			want:         VerdictUnknown,
+			reasonHas:    []string{"virtual disk", "100 µs", "hypervisor"},
+			wantEvidence: map[string]float64{"fdatasync_p50_us": 100, "rotational": 1, "virtual": 1},
+		},
+		{
 			name:         "ssd at 50 µs: latency cannot tell",
 			p50:          all(50, 2),
 			facts:        ssd,

@@ -53,6 +53,19 @@ func TestCollectDev(t *testing.T) {
 			},
 		},
 		{
+			name: "virtio disk: rotational and write-back flags are the emulation's",
+			path: "/srv/vm/wal", major: 254, minor: 1,
+			want: collector.Storage{
+				Device: "254:1", DeviceName: "vda1",
+				MountPoint: "/srv/vm", FSType: "ext4", MountSource: "/dev/vda1",
+				MountOptions: []string{"rw", "relatime"},
+				Rotational:   ptr(true), WriteCache: "write back", FUA: ptr(false), Virtual: true,
+				Disks: []collector.Disk{{Name: "vda", Rotational: true, WriteCache: "write back", Driver: "virtio_blk", Virtual: true}},
+				IO:    &collector.DiskIO{Writes: 200, WriteBytes: 3000 * 512, WriteTimeSeconds: 0.9, Flushes: 20, FlushTimeSeconds: 0.015},
+			},
+			wantNotes: []string{"virtual disk"},
+		},
+		{
 			name: "ext3 barrier=0",
 			path: "/srv/old/pg_wal", major: 8, minor: 2,
 			want: collector.Storage{

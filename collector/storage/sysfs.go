@@ -150,8 +150,40 @@ func (c *Collector) readDisk(s *collector.Storage, dir string) diskInfo {
 	if v, err := c.readAttr(dir, "device/model"); err == nil {
 		d.Model = v
 	}
+	if target, err := os.Readlink(filepath.Join(c.sysfs, filepath.FromSlash(dir), "device", "driver")); err == nil {
+		d.Driver = path.Base(filepath.ToSlash(target))
+	}
+	d.Virtual = isVirtual(d.Driver, d.Model)
+	if d.Virtual {
+		s.Virtual = true
+		s.Notes = append(s.Notes, fmt.Sprintf("%s is a virtual disk (%s): its rotational and write-cache flags describe the emulation, not the host's storage", d.Name, orUnknown(d.Driver, d.Model)))
+	}
 	c.noteMemoryOrFile(s, dir, d.Name)
 	return d
+}
+
+// isVirtual recognises a hypervisor's or a cloud's virtual disk by its driver or model. Their
+// queue flags are set by the emulation (virtio-blk reports rotational=1 by default), and whether
+// a flush reaches stable storage depends on the host's cache mode, which the guest cannot see.
+func isVirtual(driver, model string) bool {
+	switch driver {
+	case "virtio_blk", "xen_blkfront", "vbd", "hv_storvsc", "vmw_pvscsi":
+		return true
+	}
+	m := strings.ToLower(model)
+	for _, v := range []string{"qemu", "vbox", "virtual disk", "vmware", "amazon elastic block store", "persistentdisk", "virtio"} {
+		if strings.Contains(m, v) {
+			return true
+		}
+	}
+	return false
+}
+
+func orUnknown(driver, model string) string {
+	if driver != "" {
+		return driver
+	}
+	return model
 }
 
 // noteMemoryOrFile flags disks whose durability is not that of a disk: RAM disks (zram, brd's
