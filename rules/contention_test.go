@@ -1,0 +1,65 @@
+package rules
+
+import (
+	"testing"
+
+	"github.com/pgwal-advisor/pgwal-advisor/collector"
+	"github.com/pgwal-advisor/pgwal-advisor/probes"
+)
+
+// seed002 is LAB.md's seed 002 at 64 clients: single-row INSERT commits on the 4 ms device,
+// about 6000 tps, nearly every active backend waiting on the WAL flush.
+func seed002(clients int64, waitingShare float64) scenario {
+	waiting := int64(float64(clients) * waitingShare)
+	return scenario{
+		walBytes: 15 * 6000 * 200, writes: 15 * 240, syncs: 15 * 220,
+		waits: &collector.WaitEvents{Samples: 15, ActiveBackends: 15 * clients, Counts: map[string]int64{
+			collector.EventLWLockWALWrite: 15 * waiting * 3 / 4, collector.EventIOWALSync: 15 * waiting / 4,
+		}},
+	}
+}
+
+func TestWALLockContention(t *testing.T) {
+	delayed := seed002(64, 0.9)
+	delayed.settings = with(collector.CommitDelay, "2000")
+	timed := seed002(64, 0.9)
+	timed.settings = with(collector.TrackWALIOTiming, "on")
+	timed.syncSec = 15 * 220 * 0.0046
+	siblings := seed002(10, 0.9)
+	siblings.settings = with(collector.CommitSiblings, "10")
+	fsyncOff := seed002(64, 0.9)
+	fsyncOff.settings = with(collector.Fsync, "off")
+	fewSamples := seed002(64, 0.9)
+	fewSamples.waits.Samples, fewSamples.steps = 1, 5
+
+	tests := []struct {
+		name      string
+		in        Input
+		notEnough bool
+		want      []wantFinding
+	}{
+		{name: "healthy", in: healthy().input(fastDiskProbe())},
+		{name: "seed 002: 64 clients on a 4 ms device", in: seed002(64, 0.9).input(slowDiskProbe()),
+			want: []wantFinding{{collector.CommitDelay, Warning, "2300"}}},
+		{name: "many waiters on a fast device: info", in: seed002(64, 0.9).input(fastDiskProbe()),
+			want: []wantFinding{{collector.CommitDelay, Info, "55"}}},
+		{name: "some waiting: info", in: seed002(16, 0.4).input(slowDiskProbe()),
+			want: []wantFinding{{collector.CommitDelay, Info, "2300"}}},
+		{name: "few clients", in: seed002(4, 0.9).input(slowDiskProbe())},
+		{name: "commit_delay already set", in: delayed.input(slowDiskProbe())},
+		{name: "flush time from wal_sync_time without probes", in: timed.input(nil),
+			want: []wantFinding{{collector.CommitDelay, Warning, "2300"}}},
+		{name: "commit_siblings too high for the load", in: siblings.input(slowDiskProbe()), want: []wantFinding{
+			{collector.CommitDelay, Warning, "2300"}, {collector.CommitSiblings, Warning, "5"}}},
+		{name: "fsync off: nothing to share", in: fsyncOff.input(slowDiskProbe())},
+		{name: "flush time unknown", in: seed002(64, 0.9).input(nil), notEnough: true},
+		{name: "too few wait samples", in: fewSamples.input(slowDiskProbe()), notEnough: true},
+		{name: "cold start", in: scenario{steps: 2}.input(slowDiskProbe()), notEnough: true},
+		{name: "no history", in: Input{Now: t0(), Probe: probeAt(mres(probes.Fdatasync, 1, 4600, 60, 200))}, notEnough: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			checkResult(t, evalWALLockContention(tt.in), tt.notEnough, tt.want...)
+		})
+	}
+}

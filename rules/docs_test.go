@@ -1,0 +1,110 @@
+package rules
+
+import (
+	"os"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestDocsCoverRules keeps docs/rules.md in step with the code: every rule has a section
+// headed by its ID, and every threshold is documented.
+func TestDocsCoverRules(t *testing.T) {
+	b, err := os.ReadFile("../docs/rules.md")
+	if err != nil {
+		t.Fatalf("read docs: %v", err)
+	}
+	doc := string(b)
+	headings := map[string]bool{}
+	for _, line := range strings.Split(doc, "\n") {
+		if id, ok := strings.CutPrefix(line, "## "); ok {
+			headings[strings.TrimSpace(id)] = true
+		}
+	}
+	for _, r := range All() {
+		if !headings[r.ID] {
+			t.Errorf("docs/rules.md has no section %q", "## "+r.ID)
+		}
+		for _, s := range r.Settings {
+			if !strings.Contains(doc, "`"+s+"`") {
+				t.Errorf("docs/rules.md does not mention %s's setting %s", r.ID, s)
+			}
+		}
+	}
+	typ := reflect.TypeOf(Thresholds{})
+	for i := range typ.NumField() {
+		if name := typ.Field(i).Name; !strings.Contains(doc, "`"+name+"`") {
+			t.Errorf("docs/rules.md does not document threshold %s", name)
+		}
+	}
+}
+
+// TestDocsThresholdDefaults checks the defaults column of the thresholds table against
+// DefaultThresholds.
+func TestDocsThresholdDefaults(t *testing.T) {
+	b, err := os.ReadFile("../docs/rules.md")
+	if err != nil {
+		t.Fatalf("read docs: %v", err)
+	}
+	documented := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 4 {
+			continue
+		}
+		name := strings.Trim(strings.TrimSpace(cells[1]), "`")
+		fields := strings.Fields(cells[2])
+		if len(fields) > 0 {
+			documented[name] = strings.TrimSuffix(fields[0], "/s")
+		}
+	}
+	def := reflect.ValueOf(DefaultThresholds())
+	for i := range def.NumField() {
+		name := def.Type().Field(i).Name
+		t.Run(name, func(t *testing.T) {
+			doc, ok := documented[name]
+			if !ok {
+				t.Fatalf("no row for %s in the thresholds table", name)
+			}
+			v := def.Field(i)
+			var got, want float64
+			switch v.Interface().(type) {
+			case time.Duration:
+				d, err := time.ParseDuration(doc)
+				if err != nil {
+					t.Fatalf("default %q: %v", doc, err)
+				}
+				got, want = float64(d), float64(v.Int())
+			case float64:
+				f, err := strconv.ParseFloat(doc, 64)
+				if err != nil {
+					t.Fatalf("default %q: %v", doc, err)
+				}
+				got, want = f, v.Float()
+			case int, int64:
+				n, err := parseDocBytes(doc)
+				if err != nil {
+					t.Fatalf("default %q: %v", doc, err)
+				}
+				got, want = float64(n), float64(v.Int())
+			default:
+				t.Fatalf("unhandled type %s", v.Type())
+			}
+			if got != want {
+				t.Errorf("docs say %s = %s, code says %v", name, doc, v.Interface())
+			}
+		})
+	}
+}
+
+func parseDocBytes(s string) (int64, error) {
+	for suffix, mult := range map[string]int64{"GB": gB, "MB": mB, "kB": kB} {
+		if n, ok := strings.CutSuffix(s, suffix); ok {
+			v, err := strconv.ParseInt(n, 10, 64)
+			return v * mult, err
+		}
+	}
+	return strconv.ParseInt(s, 10, 64)
+}

@@ -1,0 +1,235 @@
+package rules
+
+import (
+	"time"
+
+	"github.com/pgwal-advisor/pgwal-advisor/probes"
+)
+
+// Rule is one recommendation: what it looks at, what it may propose and why. Its metadata is
+// what docs/rules.md, the landing page and the alert rules show.
+type Rule struct {
+	// ID is stable kebab-case; alert rules and docs refer to it.
+	ID    string
+	Title string
+	// Severity is the highest severity the rule can report.
+	Severity Severity
+	// Settings are the settings and knobs the rule may recommend.
+	Settings []string
+	// Rationale says why the rule exists, in a sentence or three.
+	Rationale string
+	// Sources are where the rationale comes from: PostgreSQL or kernel documentation, seed
+	// documents, the lab's measurements.
+	Sources []string
+	// Immediate marks rules whose findings are configuration facts read at one instant
+	// (pg_settings, mount options). A fact does not flap, so the Tracker shows it at once and
+	// clears it as soon as it is gone instead of waiting out the spans meant for measurements.
+	Immediate bool
+	// Eval judges one Input. It must be pure: no I/O, no clock, no shared state.
+	Eval func(in Input) Result
+}
+
+// Input is everything a rule may look at.
+type Input struct {
+	// History holds the snapshots, oldest first; nil or short means a cold start.
+	History *History
+	// Probe is the latest sync-latency probe report; nil when probing is off or has not run.
+	Probe *probes.Report
+	// ProbeDisabled, when not empty, says why the advisor does not probe (and what to set).
+	ProbeDisabled string
+	// Now is the evaluation time; rules never read the clock.
+	Now time.Time
+	// Config holds the thresholds; the zero value means DefaultThresholds().
+	Config Thresholds
+}
+
+// withDefaults lets a rule's Eval be called directly with a zero Config, as Run allows.
+func withDefaults(eval func(Input) Result) func(Input) Result {
+	return func(in Input) Result {
+		if in.Config == (Thresholds{}) {
+			in.Config = DefaultThresholds()
+		}
+		return eval(in)
+	}
+}
+
+// Outcome is one rule's Result from one evaluation.
+type Outcome struct {
+	Rule string
+	Result
+}
+
+// Run evaluates rules once, without noise control: `check`, whose window is itself the span of
+// evidence, can print its findings directly. It fills in each finding's Rule and sets FirstSeen
+// and LastSeen to in.Now.
+func Run(rules []Rule, in Input) []Outcome {
+	if in.Config == (Thresholds{}) {
+		in.Config = DefaultThresholds()
+	}
+	out := make([]Outcome, 0, len(rules))
+	for _, r := range rules {
+		res := r.Eval(in)
+		for i := range res.Findings {
+			f := &res.Findings[i]
+			f.Rule = r.ID
+			f.FirstSeen, f.LastSeen = in.Now, in.Now
+		}
+		out = append(out, Outcome{Rule: r.ID, Result: res})
+	}
+	return out
+}
+
+// Findings flattens outcomes into their findings, in rule order.
+func Findings(outcomes []Outcome) []Finding {
+	var fs []Finding
+	for _, o := range outcomes {
+		fs = append(fs, o.Findings...)
+	}
+	return fs
+}
+
+// All returns the rule set in a fixed order: durability first, then performance. It is a
+// function, not a package variable, so that no caller can change the set another one sees.
+func All() []Rule {
+	return []Rule{
+		fsyncOff(),
+		walOnVolatileStorage(),
+		writeCacheUnsafe(),
+		durabilityTradedOff(),
+		syncMethodSlow(),
+		openSyncWithSmallBuffers(),
+		walBuffersSmall(),
+		flushAfterDisabled(),
+		dirtyBackgroundTooLarge(),
+		checkpointStalls(),
+		walLockContention(),
+		trackWALIOTimingOff(),
+		probeDisabled(),
+	}
+}
+
+// Thresholds are the figures the rules and the Tracker compare against. Every field is named
+// for what it bounds; DefaultThresholds documents the defaults and where they come from.
+type Thresholds struct {
+	// RaiseAfter is how long a measured warning or critical condition must hold before the
+	// Tracker shows it. Info findings and configuration facts show at once.
+	RaiseAfter time.Duration
+	// ClearAfter is how long a shown measured finding must be absent before it clears.
+	ClearAfter time.Duration
+	// StaleAfter drops a shown finding that no evaluation could confirm or deny (not enough
+	// data) for this long since it was last seen.
+	StaleAfter time.Duration
+
+	// Window is the span of history over which rates are computed.
+	Window time.Duration
+	// MinSpan is the least history a rate-based rule needs; less is a cold start.
+	MinSpan time.Duration
+	// CheckpointWindow is the span over which checkpoints are counted and compared.
+	CheckpointWindow time.Duration
+
+	// ProbeMaxAge ignores a probe report that finished longer ago than this.
+	ProbeMaxAge time.Duration
+	// ProbeMinSamples is the least samples per method for a comparison.
+	ProbeMinSamples int
+	// ProbeZ is the one-sided z score a difference of means must reach to be significant.
+	ProbeZ float64
+	// MinImprovement is the least relative gain (1 - candidate/current mean) worth a change.
+	MinImprovement float64
+	// MinGain is the least absolute gain per flush worth a change of wal_sync_method.
+	MinGain time.Duration
+
+	// BulkBuffersFullShare is the share of WAL writes that are buffer-full writes above which
+	// the server's write pattern is "bulk" (the open_* methods pay per write).
+	BulkBuffersFullShare float64
+	// BuffersFullMinRate and BuffersFullMinShare gate the buffer rules: below them buffer-full
+	// writes are too rare to matter whatever they cost.
+	BuffersFullMinRate  float64
+	BuffersFullMinShare float64
+	// BuffersFullCost is the time spent in buffer-full writes, in seconds per second of wall
+	// time (summed over backends), above which they are a cost worth removing.
+	BuffersFullCost float64
+	// BuffersFullWaitShare is the share of active backends' samples spent waiting on WAL buffer
+	// replacement (attributed as documented) above which the buffers are a cost.
+	BuffersFullWaitShare float64
+	// WALBuffersFloor is the least wal_buffers recommended; WALBuffersMax the most.
+	WALBuffersFloor int64
+	WALBuffersMax   int64
+
+	// MinCheckpoints is the least completed checkpoints in CheckpointWindow to judge them.
+	MinCheckpoints int
+	// CheckpointSyncSlow is the mean sync phase per checkpoint above which checkpoints stall.
+	CheckpointSyncSlow time.Duration
+	// CompletionTarget is the checkpoint_completion_target recommended (and the least accepted).
+	CompletionTarget float64
+	// DirtySeconds sizes vm.dirty_background_bytes: this many seconds of the device's measured
+	// write rate.
+	DirtySeconds float64
+	// DirtyFarAbove is how many times DirtySeconds' worth of writes the background threshold
+	// must exceed to be "far above" what the device writes.
+	DirtyFarAbove float64
+	// DirtyBytesFactor sets vm.dirty_bytes to this multiple of vm.dirty_background_bytes.
+	DirtyBytesFactor float64
+	// DirtyBackgroundMin and DirtyBackgroundMax bound the recommended vm.dirty_background_bytes.
+	DirtyBackgroundMin int64
+	DirtyBackgroundMax int64
+	// WALSyncRise is how many times its usual cost a WAL sync must take during checkpoint ends
+	// to count as harm from the kernel's write-back.
+	WALSyncRise float64
+
+	// MinWaitSamples is the least pg_stat_activity samples to judge wait events.
+	MinWaitSamples int64
+	// ContentionMinActive is the least mean active backends for "many concurrent committers".
+	ContentionMinActive float64
+	// ContentionInfoShare and ContentionWarnShare are the shares of active backends' samples
+	// waiting on WAL flushes for an info and a warning finding.
+	ContentionInfoShare float64
+	ContentionWarnShare float64
+	// ContentionSlowFlush is the least single-flush time for a warning: below it commit_delay
+	// has little to win.
+	ContentionSlowFlush time.Duration
+}
+
+// DefaultThresholds returns the documented defaults (docs/rules.md explains each).
+func DefaultThresholds() Thresholds {
+	return Thresholds{
+		RaiseAfter: 2 * time.Minute,
+		ClearAfter: 5 * time.Minute,
+		StaleAfter: 15 * time.Minute,
+
+		Window:           5 * time.Minute,
+		MinSpan:          30 * time.Second,
+		CheckpointWindow: time.Hour,
+
+		ProbeMaxAge:     time.Hour,
+		ProbeMinSamples: 10,
+		// One-sided 97.5%: with a 20% minimum gain on top, a method change is never driven by
+		// the 15% run-to-run spread the lab saw between identical runs (LAB.md, seed 000).
+		ProbeZ:         1.96,
+		MinImprovement: 0.20,
+		MinGain:        100 * time.Microsecond,
+
+		BulkBuffersFullShare: 0.10,
+		BuffersFullMinRate:   1,
+		BuffersFullMinShare:  0.05,
+		BuffersFullCost:      0.05,
+		BuffersFullWaitShare: 0.10,
+		WALBuffersFloor:      16 << 20,
+		WALBuffersMax:        64 << 20,
+
+		MinCheckpoints:     2,
+		CheckpointSyncSlow: time.Second,
+		CompletionTarget:   0.9,
+		DirtySeconds:       1,
+		DirtyFarAbove:      4,
+		DirtyBytesFactor:   4,
+		DirtyBackgroundMin: 8 << 20,
+		DirtyBackgroundMax: 1 << 30,
+		WALSyncRise:        2,
+
+		MinWaitSamples:      20,
+		ContentionMinActive: 8,
+		ContentionInfoShare: 0.3,
+		ContentionWarnShare: 0.5,
+		ContentionSlowFlush: time.Millisecond,
+	}
+}

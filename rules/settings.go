@@ -1,0 +1,202 @@
+package rules
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pgwal-advisor/pgwal-advisor/collector"
+)
+
+// latestPostgres returns the newest snapshot's PostgreSQL part, or what is missing. Rules
+// judge configuration from the newest sample only: an older one may describe settings that
+// have since been changed.
+func latestPostgres(h *History) (*collector.Postgres, string) {
+	s, ok := h.Latest()
+	if !ok {
+		return nil, "no snapshot yet"
+	}
+	if s.Postgres == nil {
+		if p, ok := s.Part(collector.PartPostgres); ok && p.Error != "" {
+			return nil, "no PostgreSQL sample in the latest snapshot: " + p.Error
+		}
+		return nil, "no PostgreSQL sample in the latest snapshot"
+	}
+	return s.Postgres, ""
+}
+
+// settings reads typed values from pg_settings rows.
+type settings map[string]collector.Setting
+
+func (s settings) value(name string) (string, bool) {
+	v, ok := s[name]
+	return v.Value, ok
+}
+
+// on reads a boolean setting as SHOW prints it.
+func (s settings) on(name string) (bool, bool) {
+	v, ok := s[name]
+	if !ok {
+		return false, false
+	}
+	switch strings.ToLower(v.Value) {
+	case "on", "true", "yes", "1":
+		return true, true
+	case "off", "false", "no", "0":
+		return false, true
+	}
+	return false, false
+}
+
+// bytes reads a memory setting in bytes: the collector's normalized value, else pg_settings'
+// raw setting times its unit.
+func (s settings) bytes(name string) (int64, bool) {
+	v, ok := s[name]
+	if !ok {
+		return 0, false
+	}
+	if v.Bytes != nil {
+		return *v.Bytes, *v.Bytes >= 0
+	}
+	unit, ok := unitBytes(v.Unit)
+	if !ok {
+		return 0, false
+	}
+	raw, err := strconv.ParseInt(v.Raw, 10, 64)
+	if err != nil || raw < 0 {
+		return 0, false
+	}
+	return raw * unit, true
+}
+
+// seconds reads a time setting in seconds.
+func (s settings) seconds(name string) (float64, bool) {
+	v, ok := s[name]
+	if !ok {
+		return 0, false
+	}
+	if v.Seconds != nil {
+		return *v.Seconds, true
+	}
+	f, err := strconv.ParseFloat(v.Raw, 64)
+	if err != nil {
+		return 0, false
+	}
+	switch v.Unit {
+	case "ms":
+		return f / 1e3, true
+	case "us":
+		return f / 1e6, true
+	case "s":
+		return f, true
+	case "min":
+		return f * 60, true
+	}
+	return 0, false
+}
+
+// number reads a plain numeric setting (checkpoint_completion_target, commit_siblings).
+func (s settings) number(name string) (float64, bool) {
+	v, ok := s[name]
+	if !ok {
+		return 0, false
+	}
+	raw := v.Raw
+	if raw == "" {
+		raw = v.Value
+	}
+	f, err := strconv.ParseFloat(raw, 64)
+	return f, err == nil
+}
+
+// unitBytes converts a pg_settings memory unit ("8kB", "kB", "MB", "B") to bytes.
+func unitBytes(unit string) (int64, bool) {
+	num, suffix := 1, unit
+	if i := strings.IndexFunc(unit, func(r rune) bool { return r < '0' || r > '9' }); i > 0 {
+		n, err := strconv.Atoi(unit[:i])
+		if err != nil {
+			return 0, false
+		}
+		num, suffix = n, unit[i:]
+	}
+	var mult int64
+	switch suffix {
+	case "B":
+		mult = 1
+	case "kB":
+		mult = 1 << 10
+	case "MB":
+		mult = 1 << 20
+	case "GB":
+		mult = 1 << 30
+	case "TB":
+		mult = 1 << 40
+	default:
+		return 0, false
+	}
+	return int64(num) * mult, true
+}
+
+// pgBytes writes a byte count the way postgresql.conf takes it, in the largest unit that
+// divides it exactly ("64kB", "16MB").
+func pgBytes(n int64) string {
+	for _, u := range []struct {
+		name string
+		size int64
+	}{{"TB", 1 << 40}, {"GB", 1 << 30}, {"MB", 1 << 20}, {"kB", 1 << 10}} {
+		if n != 0 && n%u.size == 0 {
+			return strconv.FormatInt(n/u.size, 10) + u.name
+		}
+	}
+	return strconv.FormatInt(n, 10) + "B"
+}
+
+// humanBytes writes a byte count for a summary ("93MB", "6.4GB").
+func humanBytes(n float64) string {
+	units := []string{"B", "kB", "MB", "GB", "TB"}
+	i := 0
+	for math.Abs(n) >= 1024 && i < len(units)-1 {
+		n /= 1024
+		i++
+	}
+	if n == math.Trunc(n) || math.Abs(n) >= 10 {
+		return fmt.Sprintf("%.0f%s", n, units[i])
+	}
+	return fmt.Sprintf("%.1f%s", n, units[i])
+}
+
+// humanSeconds writes a duration in seconds with three significant digits ("4.6ms", "6.9s").
+func humanSeconds(s float64) string {
+	d := time.Duration(s * float64(time.Second))
+	for r := time.Duration(1); r < time.Hour; r *= 10 {
+		if d < 1000*r {
+			return d.Round(r).String()
+		}
+	}
+	return d.Round(time.Second).String()
+}
+
+// pct writes a ratio as a percentage for a summary.
+func pct(r float64) string {
+	return fmt.Sprintf("%.0f%%", r*100)
+}
+
+// floorPow2 is the largest power of two not above n (n >= 1).
+func floorPow2(n int64) int64 {
+	p := int64(1)
+	for p*2 <= n && p*2 > 0 {
+		p *= 2
+	}
+	return p
+}
+
+// ceilPow2 is the smallest power of two not below n (n >= 1).
+func ceilPow2(n int64) int64 {
+	p := int64(1)
+	for p < n && p*2 > 0 {
+		p *= 2
+	}
+	return p
+}

@@ -1,0 +1,342 @@
+package rules
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/pgwal-advisor/pgwal-advisor/collector"
+	"github.com/pgwal-advisor/pgwal-advisor/probes"
+)
+
+// preferredMethods orders the durable wal_sync_methods for ties: fdatasync first because it
+// is Linux's default and pays once per flush however many writes precede it (seed 001), then
+// fsync, then the open_* methods, which pay per write.
+func preferredMethods() []string {
+	return []string{probes.Fdatasync, probes.Fsync, probes.OpenDatasync, probes.OpenSync, probes.FsyncWritethrough}
+}
+
+func isOpenMethod(m string) bool { return m == probes.OpenDatasync || m == probes.OpenSync }
+
+// acceptedMethods is what the server accepts for wal_sync_method: its enumvals, or the
+// Linux set when the collector did not report them.
+func acceptedMethods(s settings) []string {
+	if v, ok := s[collector.WALSyncMethod]; ok && len(v.EnumVals) > 0 {
+		return v.EnumVals
+	}
+	return []string{probes.Fdatasync, probes.Fsync, probes.OpenDatasync, probes.OpenSync}
+}
+
+// bufferWrites summarizes buffer-full writes over a window.
+type bufferWrites struct {
+	Rate  float64 // buffer-full writes per second
+	Share float64 // of all WAL writes
+	// PerWrite is what one WAL write costs, in seconds, and Source where that figure came
+	// from ("wal_write_time", "probe"); PerWrite is 0 when unknown.
+	PerWrite float64
+	Source   string
+}
+
+// measureBufferWrites reads buffer-full writes and their cost from the window. The measured
+// WAL write time per write (track_wal_io_timing) is preferred to the probes: it is this
+// server's own cost. Without it, a buffer-full write costs a synchronous 8kB write under the
+// open_* methods and a plain write otherwise.
+func measureBufferWrites(w *History, s settings, method string, probe *probes.Report) (bufferWrites, bool) {
+	full, writes := w.Change(WALBuffersFull), w.Change(WALWrites)
+	if !full.OK() || !writes.OK() {
+		return bufferWrites{}, false
+	}
+	b := bufferWrites{Rate: full.Rate()}
+	if writes.Delta > 0 {
+		b.Share = min(full.Delta/writes.Delta, 1)
+	}
+	if on, _ := s.on(collector.TrackWALIOTiming); on {
+		if wt := w.Change(WALWriteSeconds); wt.OK() && wt.Delta > 0 && writes.Delta > 0 {
+			b.PerWrite, b.Source = wt.Delta/writes.Delta, "wal_write_time"
+			return b, true
+		}
+	}
+	name := probes.Write
+	if isOpenMethod(method) {
+		name = method
+	}
+	if m, ok := probeResult(probe, name, 1); ok {
+		b.PerWrite, b.Source = usSeconds(m.LatencyUS.Mean), "probe"
+	}
+	return b, true
+}
+
+// sync-method-slow: PostgreSQL docs (runtime-config-wal, wal_sync_method; wal-reliability)
+// leave the choice to the operator and point at pg_test_fsync, which measures but recommends
+// nothing. Seed 000: open_sync 22 tps vs fsync 30 on the same disk; the lab at 4 ms: open_sync
+// 101 vs fsync 185 tps. Seed 001: open_datasync pays a device sync for every buffer-full write.
+// The comparison follows the server's write pattern - one 8kB write per flush for commits, two
+// when the buffers fill - and a method is only recommended when it is significantly and
+// substantially faster, the server accepts it, the probe measured it, and the probe did not
+// flag it as not really syncing.
+func syncMethodSlow() Rule {
+	return Rule{
+		ID:       "sync-method-slow",
+		Title:    "Another wal_sync_method is significantly faster here",
+		Severity: Warning,
+		Settings: []string{collector.WALSyncMethod},
+		Rationale: "Every commit waits for one WAL flush, and the methods differ by up to 2x on the same " +
+			"device (seed 000; lab: open_sync 101 vs fsync 185 tps at 4 ms). The probes measure each durable " +
+			"method on the WAL's own file system in the pattern this server writes; a method is recommended " +
+			"only when it is faster beyond noise and by at least 20%.",
+		Sources: []string{
+			pgDocs + "runtime-config-wal.html#GUC-WAL-SYNC-METHOD",
+			pgDocs + "wal-reliability.html",
+			pgDocs + "pgtestfsync.html",
+			"seed 000 (open_sync vs fsync)", "seed 001 (open_datasync vs fdatasync under bulk load)",
+			"LAB.md seed 000 table (identical runs differ by up to 15%)",
+		},
+		Eval: withDefaults(evalSyncMethodSlow),
+	}
+}
+
+func evalSyncMethodSlow(in Input) Result {
+	pg, missing := latestPostgres(in.History)
+	if pg == nil {
+		return notEnough("%s", missing)
+	}
+	s := settings(pg.Settings)
+	if on, ok := s.on(collector.Fsync); ok && !on {
+		return found() // nothing is synced: fsync-off says so
+	}
+	method, ok := s.value(collector.WALSyncMethod)
+	if !ok {
+		return notEnough("wal_sync_method is missing from pg_settings")
+	}
+	probe, missing := freshProbe(in)
+	if probe == nil {
+		return notEnough("%s", missing)
+	}
+	t := in.Config
+
+	// The server's write pattern: bulk when a good share of its WAL writes are buffer-full
+	// writes. Before 14 there is no pg_stat_wal and commits (one write per flush) are assumed.
+	writesPerSync, share := 1, 0.0
+	if pg.WAL != nil {
+		w := sinceWindow(in, t.Window)
+		if cold := coldStart(w, t); cold != "" {
+			return notEnough("%s", cold)
+		}
+		if b, ok := measureBufferWrites(w, s, method, probe); ok {
+			share = b.Share
+			if b.Share >= t.BulkBuffersFullShare && b.Rate >= t.BuffersFullMinRate {
+				writesPerSync = 2
+			}
+		}
+	}
+	cur, ok := probeResult(probe, method, writesPerSync)
+	if !ok {
+		return notEnough("the probe has no usable result for %s with %d write(s) per sync", method, writesPerSync)
+	}
+
+	type cand struct {
+		m probes.MethodResult
+		s speedup
+	}
+	var cands []cand
+	for _, name := range acceptedMethods(s) {
+		if name == method || !slices.Contains(preferredMethods(), name) || flagged(probe, name) {
+			continue
+		}
+		m, ok := probeResult(probe, name, writesPerSync)
+		if !ok || !syncs(probe, name, t) {
+			continue
+		}
+		sp := compare(cur, m, t)
+		if !sp.better(t) {
+			continue
+		}
+		if writesPerSync == 1 && isOpenMethod(name) && hurtsBulk(probe, method, name, t) {
+			// Today's commits would be faster, the next bulk load much slower (seed 001).
+			continue
+		}
+		cands = append(cands, cand{m, sp})
+	}
+	if len(cands) == 0 {
+		return found()
+	}
+	best := cands[0]
+	for _, c := range cands[1:] {
+		if c.m.LatencyUS.Mean < best.m.LatencyUS.Mean {
+			best = c
+		}
+	}
+	// Among candidates the fastest does not beat beyond noise, prefer the safest default.
+	pick := best
+	for _, name := range preferredMethods() {
+		i := slices.IndexFunc(cands, func(c cand) bool { return c.m.Name == name })
+		if i >= 0 && !compare(cands[i].m, best.m, t).Significant {
+			pick = cands[i]
+			break
+		}
+	}
+
+	curSec, pickSec := usSeconds(cur.LatencyUS.Mean), usSeconds(pick.m.LatencyUS.Mean)
+	pattern := "one 8kB write per flush (commits)"
+	if writesPerSync == 2 {
+		pattern = fmt.Sprintf("two 8kB writes per flush (%s of WAL writes are buffer-full writes)", pct(share))
+	}
+	return found(Finding{
+		Severity:    Warning,
+		Setting:     collector.WALSyncMethod,
+		Current:     method,
+		Recommended: pick.m.Name,
+		Action:      ActionReload,
+		Summary: fmt.Sprintf("For this server's pattern, %s, wal_sync_method=%s takes %s per flush on the WAL's "+
+			"file system; %s takes %s (%s less, z=%.1f over %d and %d samples).", pattern, method,
+			humanSeconds(curSec), pick.m.Name, humanSeconds(pickSec), pct(pick.s.Gain), pick.s.Z, cur.Samples, pick.m.Samples),
+		Evidence: []Evidence{
+			{Name: "writes_per_sync", Value: float64(writesPerSync), Unit: UnitCount},
+			{Name: "buffers_full_share", Value: share, Unit: UnitRatio},
+			{Name: "current_flush_seconds", Value: curSec, Unit: UnitSeconds},
+			{Name: "current_flush_ci_low_seconds", Value: usSeconds(cur.LatencyUS.CILow), Unit: UnitSeconds},
+			{Name: "current_flush_ci_high_seconds", Value: usSeconds(cur.LatencyUS.CIHigh), Unit: UnitSeconds},
+			{Name: "current_samples", Value: float64(cur.Samples), Unit: UnitCount},
+			{Name: "recommended_flush_seconds", Value: pickSec, Unit: UnitSeconds},
+			{Name: "recommended_flush_ci_low_seconds", Value: usSeconds(pick.m.LatencyUS.CILow), Unit: UnitSeconds},
+			{Name: "recommended_flush_ci_high_seconds", Value: usSeconds(pick.m.LatencyUS.CIHigh), Unit: UnitSeconds},
+			{Name: "recommended_samples", Value: float64(pick.m.Samples), Unit: UnitCount},
+			{Name: "improvement_ratio", Value: pick.s.Gain, Unit: UnitRatio},
+			{Name: "z_score", Value: pick.s.Z},
+		},
+		ExpectedEffect: fmt.Sprintf("Each WAL flush of this pattern takes about %s instead of %s; commit "+
+			"latency falls by about the difference.", humanSeconds(pickSec), humanSeconds(curSec)),
+	})
+}
+
+// flagged reports whether the probe's durability verdict singles out a method: a too_fast
+// verdict names its evidence by method ("open_sync_p50_us").
+func flagged(r *probes.Report, method string) bool {
+	if r.Durability.Status != probes.VerdictTooFast {
+		return false
+	}
+	for k := range r.Durability.Evidence {
+		if strings.HasPrefix(k, method+"_") {
+			return true
+		}
+	}
+	return false
+}
+
+// syncs reports whether a method's sync costs measurably more than the unsynced write
+// baseline. One that does not, did not reach the device (seed 000's "is open_sync really
+// syncing?"), however fast it looks. Without a baseline, it is given the benefit of the doubt
+// and write-cache-unsafe judges the device.
+func syncs(r *probes.Report, method string, t Thresholds) bool {
+	base, ok := probeResult(r, probes.Write, 1)
+	if !ok {
+		return true
+	}
+	m, ok := probeResult(r, method, 1)
+	if !ok {
+		return true
+	}
+	s := compare(m, base, t)
+	return s.Significant && s.Gain >= t.MinImprovement
+}
+
+// hurtsBulk reports whether an open_* candidate is significantly and substantially slower
+// than the current method once two writes precede a flush, as they do whenever the WAL
+// buffers fill.
+func hurtsBulk(r *probes.Report, current, candidate string, t Thresholds) bool {
+	cur, ok1 := probeResult(r, current, 2)
+	cand, ok2 := probeResult(r, candidate, 2)
+	if !ok1 || !ok2 {
+		return false
+	}
+	s := compare(cand, cur, t)
+	return s.Significant && s.Gain >= t.MinImprovement
+}
+
+// open-sync-with-small-buffers: with open_datasync or open_sync every WAL write is a
+// synchronous device write, including the ones a backend makes because the WAL buffers are
+// full (docs: wal-configuration, wal_buffers and wal_sync_method; pg_stat_wal.wal_buffers_full).
+// Seed 001: 130 s with open_datasync at 64kB vs 5.5 s with fdatasync; the lab at 4 ms: 140 s vs
+// 2.55 s. fdatasync writes buffer-full pages into the page cache and syncs once per flush.
+func openSyncWithSmallBuffers() Rule {
+	return Rule{
+		ID:       "open-sync-with-small-buffers",
+		Title:    "open_* sync method with WAL buffers filling: every buffer-full write waits for the device",
+		Severity: Warning,
+		Settings: []string{collector.WALSyncMethod},
+		Rationale: "With open_datasync or open_sync every WAL write is synchronous, including the writes " +
+			"backends make because the WAL buffers are full; with fdatasync those are page-cache writes and " +
+			"the device is synced once per flush. Seed 001's bulk insert took 130 s instead of 5.5 s (lab: " +
+			"140 s vs 2.55 s).",
+		Sources: []string{
+			pgDocs + "runtime-config-wal.html#GUC-WAL-SYNC-METHOD",
+			pgDocs + "wal-configuration.html",
+			pgDocs + "monitoring-stats.html#MONITORING-PG-STAT-WAL-VIEW",
+			"seed 001", "LAB.md seed 001 table",
+		},
+		Eval: withDefaults(evalOpenSyncWithSmallBuffers),
+	}
+}
+
+func evalOpenSyncWithSmallBuffers(in Input) Result {
+	pg, missing := latestPostgres(in.History)
+	if pg == nil {
+		return notEnough("%s", missing)
+	}
+	s := settings(pg.Settings)
+	method, ok := s.value(collector.WALSyncMethod)
+	if !ok {
+		return notEnough("wal_sync_method is missing from pg_settings")
+	}
+	if on, ok := s.on(collector.Fsync); (ok && !on) || !isOpenMethod(method) {
+		return found()
+	}
+	if pg.WAL == nil {
+		return notEnough("buffer-full writes need pg_stat_wal (PostgreSQL 14+)")
+	}
+	t := in.Config
+	w := sinceWindow(in, t.Window)
+	if cold := coldStart(w, t); cold != "" {
+		return notEnough("%s", cold)
+	}
+	probe, _ := freshProbe(in)
+	b, ok := measureBufferWrites(w, s, method, probe)
+	if !ok {
+		return notEnough("no pg_stat_wal interval without a reset in the last %s", t.Window)
+	}
+	if b.Rate < t.BuffersFullMinRate || b.Share < t.BuffersFullMinShare {
+		return found()
+	}
+	if b.PerWrite <= 0 {
+		return notEnough("what a buffer-full write costs is unknown: turn track_wal_io_timing on or enable the probes")
+	}
+	cost := b.Rate * b.PerWrite
+	if cost < t.BuffersFullCost {
+		return found()
+	}
+	rec := probes.Fdatasync
+	if !slices.Contains(acceptedMethods(s), rec) {
+		rec = probes.Fsync
+	}
+	wb, _ := s.value(collector.WALBuffers)
+	return found(Finding{
+		Severity:    Warning,
+		Setting:     collector.WALSyncMethod,
+		Current:     method,
+		Recommended: rec,
+		Action:      ActionReload,
+		Summary: fmt.Sprintf("wal_sync_method=%s makes every WAL write synchronous, and the WAL buffers "+
+			"(wal_buffers=%s) fill %.0f times a second (%s of WAL writes): at %s per write (%s) backends spend "+
+			"about %.2f s per second waiting for the device on buffer-full writes alone.",
+			method, wb, b.Rate, pct(b.Share), humanSeconds(b.PerWrite), b.Source, cost),
+		Evidence: []Evidence{
+			{Name: "buffers_full_rate", Value: b.Rate, Unit: UnitPerSecond},
+			{Name: "buffers_full_share", Value: b.Share, Unit: UnitRatio},
+			{Name: "write_seconds", Value: b.PerWrite, Unit: UnitSeconds},
+			{Name: "buffers_full_cost", Value: cost, Unit: UnitRatio},
+		},
+		ExpectedEffect: fmt.Sprintf("Buffer-full writes go to the page cache and the device is synced once per "+
+			"flush: about %.2f s of synchronous writes per second go away (seed 001: 130 s -> 5.5 s at 64kB; "+
+			"lab: 140 s -> 2.55 s).", cost),
+	})
+}

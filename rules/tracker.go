@@ -1,0 +1,124 @@
+package rules
+
+import (
+	"sort"
+	"time"
+)
+
+// Tracker adds noise control to the rules: one evaluation sees a moment, the Tracker sees
+// episodes. It is pure and stateful: no goroutines, no clock (time is Input.Now), and not
+// safe for concurrent use (the advisor's loop owns it and publishes copies of its output).
+//
+//   - A measured warning or critical finding shows only once its condition (same rule, same
+//     setting) has held in every evaluation for Thresholds.RaiseAfter. A load spike or one
+//     noisy probe burst therefore never pages anyone.
+//   - Info findings, and findings of Immediate rules (configuration facts such as fsync=off,
+//     which do not flap), show at once.
+//   - A shown measured finding clears only after it has been absent for ClearAfter
+//     (hysteresis); while it waits it keeps its last evidence and LastSeen. Immediate findings
+//     clear as soon as the fact is gone.
+//   - When a rule cannot judge (not enough data), its findings are neither confirmed nor
+//     cleared: a pending episode goes on (a missed sample does not restart the count), and a
+//     shown finding is dropped once it has not been seen for StaleAfter.
+//
+// FirstSeen is when the current episode began (the first evaluation that saw the condition),
+// LastSeen the last evaluation that saw it.
+type Tracker struct {
+	rules  []Rule
+	states map[trackKey]*trackState
+}
+
+type trackKey struct{ rule, setting string }
+
+type trackState struct {
+	finding   Finding
+	firstSeen time.Time
+	lastSeen  time.Time
+	shown     bool
+}
+
+// NewTracker returns a tracker over rules (usually All()).
+func NewTracker(rules []Rule) *Tracker {
+	return &Tracker{rules: append([]Rule(nil), rules...), states: map[trackKey]*trackState{}}
+}
+
+// Evaluate runs the tracker's rules on in and returns the findings to show.
+func (t *Tracker) Evaluate(in Input) []Finding {
+	return t.Observe(in, Run(t.rules, in))
+}
+
+// Observe applies noise control to outcomes evaluated at in.Now (from Run) and returns the
+// findings to show, most severe first, then by rule and setting. A rule reports at most one
+// finding per setting; a second one replaces the first.
+func (t *Tracker) Observe(in Input, outcomes []Outcome) []Finding {
+	cfg := in.Config
+	if cfg == (Thresholds{}) {
+		cfg = DefaultThresholds()
+	}
+	now := in.Now
+	immediate := map[string]bool{}
+	for _, r := range t.rules {
+		immediate[r.ID] = r.Immediate
+	}
+
+	seen := map[trackKey]bool{}
+	judged := map[string]bool{}
+	for _, o := range outcomes {
+		judged[o.Rule] = o.NotEnoughData == ""
+		for _, f := range o.Findings {
+			f.Rule = o.Rule
+			k := trackKey{o.Rule, f.Setting}
+			st := t.states[k]
+			if st == nil {
+				st = &trackState{firstSeen: now}
+				t.states[k] = st
+			}
+			st.finding, st.lastSeen = f, now
+			seen[k] = true
+		}
+	}
+
+	for k, st := range t.states {
+		if seen[k] {
+			if !st.shown && (immediate[k.rule] || st.finding.Severity <= Info || now.Sub(st.firstSeen) >= cfg.RaiseAfter) {
+				st.shown = true
+			}
+			continue
+		}
+		gone := now.Sub(st.lastSeen)
+		switch {
+		case judged[k.rule] && (!st.shown || immediate[k.rule] || gone >= cfg.ClearAfter):
+			// Absent: a pending condition that breaks off starts over; a shown one clears
+			// after the hysteresis span (facts at once).
+			delete(t.states, k)
+		case !judged[k.rule] && gone >= cfg.StaleAfter:
+			delete(t.states, k)
+		}
+	}
+
+	var out []Finding
+	for _, st := range t.states {
+		if !st.shown {
+			continue
+		}
+		f := st.finding
+		f.FirstSeen, f.LastSeen = st.firstSeen, st.lastSeen
+		out = append(out, f)
+	}
+	SortFindings(out)
+	return out
+}
+
+// SortFindings orders findings most severe first, then by rule and setting.
+func SortFindings(fs []Finding) {
+	sort.Slice(fs, func(i, j int) bool {
+		a, b := fs[i], fs[j]
+		if a.Severity != b.Severity {
+			return a.Severity > b.Severity
+		}
+		if a.Rule != b.Rule {
+			return a.Rule < b.Rule
+		}
+		return a.Setting < b.Setting
+	})
+}
