@@ -1,0 +1,142 @@
+package advisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/pgwal-advisor/pgwal-advisor/collector"
+	"github.com/pgwal-advisor/pgwal-advisor/probes"
+	"github.com/pgwal-advisor/pgwal-advisor/rules"
+)
+
+// CheckConfig configures a one-off check.
+type CheckConfig struct {
+	// Window is how long to sample; Interval the time between snapshots within it.
+	Window       time.Duration
+	Interval     time.Duration
+	WaitInterval time.Duration
+	// ProbeDir is where the probe writes (on the WAL's file system); empty: no probing.
+	ProbeDir string
+	// ProbeBudget bounds the probe's run within the window.
+	ProbeBudget time.Duration
+	Thresholds  rules.Thresholds
+}
+
+// CheckResult is what a check found. Its JSON is the contract of `check --format json`.
+type CheckResult struct {
+	Findings []rules.Finding `json:"findings"`
+	// NotEnoughData names, per rule, what it lacked to judge.
+	NotEnoughData map[string]string `json:"not_enough_data,omitempty"`
+	Snapshots     int               `json:"snapshots"`
+	WindowSeconds float64           `json:"window_seconds"`
+	// Parts lists the collection problems of the last snapshot.
+	Problems []collector.Part `json:"problems,omitempty"`
+	Probe    *probes.Report   `json:"probe,omitempty"`
+	// ProbeSkipped says why no probe report is included.
+	ProbeSkipped string `json:"probe_skipped,omitempty"`
+}
+
+// MaxSeverity is the highest severity among the findings (0 when none).
+func (r *CheckResult) MaxSeverity() rules.Severity {
+	return rules.MaxSeverity(r.Findings)
+}
+
+// Check samples for the window (probing within its budget alongside), evaluates the rules once
+// over what it saw and returns the findings. The window is itself the span of evidence, so no
+// noise control (rules.Tracker) applies.
+func Check(ctx context.Context, s *Sampler, cfg CheckConfig, logger *zap.Logger) (*CheckResult, error) {
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	if cfg.Interval <= 0 || cfg.Window < cfg.Interval {
+		return nil, fmt.Errorf("check window %v and interval %v: the window must hold at least one interval", cfg.Window, cfg.Interval)
+	}
+	if cfg.Thresholds == (rules.Thresholds{}) {
+		cfg.Thresholds = rules.DefaultThresholds()
+	}
+	count := int(cfg.Window/cfg.Interval) + 1
+	h := rules.NewHistory(count)
+	res := &CheckResult{ProbeSkipped: "no --probe.dir given"}
+
+	var (
+		wg     sync.WaitGroup
+		report *probes.Report
+		perr   error
+	)
+	probeStarted := false
+	err := s.Every(ctx, cfg.Interval, cfg.WaitInterval, count, func(snap collector.Snapshot) error {
+		h.Add(snap)
+		if probeStarted || cfg.ProbeDir == "" {
+			return nil
+		}
+		walDir := s.WALDir
+		if walDir == "" && snap.Postgres != nil {
+			walDir = snap.Postgres.WALDir
+		}
+		if walDir == "" {
+			res.ProbeSkipped = "the WAL directory is unknown (see the snapshot's problems); set --wal-dir"
+			return nil
+		}
+		probeStarted = true
+		pc := probes.Config{Dir: cfg.ProbeDir, WALDir: walDir, Duration: cfg.ProbeBudget}
+		if snap.Postgres != nil {
+			pc.Server = ServerIOOf(snap.Postgres)
+		}
+		if snap.WALStorage != nil {
+			pc.Facts = FactsOf(snap.WALStorage)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			report, perr = probes.Run(ctx, pc, nil)
+		}()
+		return nil
+	})
+	wg.Wait()
+	if err != nil {
+		return nil, err
+	}
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("check interrupted: %w", ctx.Err())
+	}
+	switch {
+	case perr != nil:
+		var ce *probes.ConfigError
+		if !errors.As(perr, &ce) {
+			return nil, fmt.Errorf("probe: %w", perr)
+		}
+		res.ProbeSkipped = perr.Error()
+		logger.Warn("probe refused", zap.Error(perr))
+	case report != nil:
+		res.Probe, res.ProbeSkipped = report, ""
+	}
+
+	last, _ := h.Latest()
+	for _, p := range last.Parts {
+		if !p.OK {
+			res.Problems = append(res.Problems, p)
+		}
+	}
+	res.Snapshots = h.Len()
+	res.WindowSeconds = h.Span().Seconds()
+	outcomes := rules.Run(rules.All(), rules.Input{History: h, Probe: res.Probe, ProbeDisabled: res.ProbeSkipped, Now: last.Time, Config: cfg.Thresholds})
+	res.Findings = rules.Findings(outcomes)
+	if res.Findings == nil {
+		res.Findings = []rules.Finding{}
+	}
+	rules.SortFindings(res.Findings)
+	for _, o := range outcomes {
+		if o.NotEnoughData != "" {
+			if res.NotEnoughData == nil {
+				res.NotEnoughData = map[string]string{}
+			}
+			res.NotEnoughData[o.Rule] = o.NotEnoughData
+		}
+	}
+	return res, nil
+}

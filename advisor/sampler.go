@@ -1,0 +1,137 @@
+// Package advisor is the loop: it runs the collectors, the wait-event sampler and the sync
+// probes on their schedules, keeps a bounded history of snapshots, evaluates the rules over it
+// and holds the current findings for the metrics, the API and the apply mode.
+package advisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/pgwal-advisor/pgwal-advisor/collector"
+)
+
+// PostgresSource reads the server's statistics and settings (collector/postgres).
+type PostgresSource interface {
+	Collect(ctx context.Context) (*collector.Postgres, error)
+	SampleWaitEvents(ctx context.Context) error
+}
+
+// KernelSource reads the kernel's dirty-page settings and state (collector/kernel).
+type KernelSource interface {
+	Collect(ctx context.Context) (*collector.Kernel, error)
+}
+
+// StorageSource describes the storage under a directory (collector/storage).
+type StorageSource interface {
+	Collect(ctx context.Context, walDir string) (*collector.Storage, error)
+}
+
+// Sampler takes snapshots from the three sources. A source that fails leaves its part nil and
+// says why in the snapshot's Parts; the others are still collected.
+type Sampler struct {
+	Postgres PostgresSource
+	Kernel   KernelSource
+	Storage  StorageSource
+	// WALDir, when set, overrides the WAL directory the server reports (--wal-dir).
+	WALDir string
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// errNoWALDir is the storage part's error when the WAL directory is unknown.
+var errNoWALDir = errors.New("WAL directory unknown: the server did not say (is it reachable, does the role have pg_monitor?); set --wal-dir")
+
+// Sample collects one snapshot.
+func (s *Sampler) Sample(ctx context.Context) collector.Snapshot {
+	now := time.Now
+	if s.Now != nil {
+		now = s.Now
+	}
+	snap := collector.Snapshot{Time: now()}
+
+	if s.Postgres != nil {
+		start := time.Now()
+		pg, err := s.Postgres.Collect(ctx)
+		snap.Postgres = pg
+		snap.Parts = append(snap.Parts, part(collector.PartPostgres, start, err))
+	}
+	if s.Kernel != nil {
+		start := time.Now()
+		k, err := s.Kernel.Collect(ctx)
+		snap.Kernel = k
+		snap.Parts = append(snap.Parts, part(collector.PartKernel, start, err))
+	}
+	if s.Storage != nil {
+		start := time.Now()
+		walDir := s.WALDir
+		if walDir == "" && snap.Postgres != nil {
+			walDir = snap.Postgres.WALDir
+		}
+		var st *collector.Storage
+		err := errNoWALDir
+		if walDir != "" {
+			st, err = s.Storage.Collect(ctx, walDir)
+		}
+		snap.WALStorage = st
+		snap.Parts = append(snap.Parts, part(collector.PartWALStorage, start, err))
+	}
+	return snap
+}
+
+func part(name string, start time.Time, err error) collector.Part {
+	p := collector.Part{Name: name, OK: err == nil, DurationSeconds: time.Since(start).Seconds()}
+	if err != nil {
+		p.Error = fmt.Sprint(err)
+	}
+	return p
+}
+
+// Every takes a snapshot now and then every interval, count times (count <= 0: until ctx ends),
+// sampling wait events every waitInterval in between, and hands each snapshot to fn. It returns
+// nil when count snapshots were taken or ctx ended, or fn's error.
+func (s *Sampler) Every(ctx context.Context, interval, waitInterval time.Duration, count int, fn func(collector.Snapshot) error) error {
+	if interval <= 0 {
+		return fmt.Errorf("interval %v: must be positive", interval)
+	}
+	// One wait-event sample before the first snapshot, so that even a single snapshot says
+	// what the backends were waiting on at that moment.
+	s.sampleWaits(ctx)
+	snapTick := time.NewTicker(interval)
+	defer snapTick.Stop()
+	var waitC <-chan time.Time
+	if waitInterval > 0 && s.Postgres != nil {
+		waitTick := time.NewTicker(waitInterval)
+		defer waitTick.Stop()
+		waitC = waitTick.C
+	}
+	for taken := 0; ; {
+		if err := fn(s.Sample(ctx)); err != nil {
+			return err
+		}
+		taken++
+		if count > 0 && taken >= count {
+			return nil
+		}
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-waitC:
+				s.sampleWaits(ctx)
+			case <-snapTick.C:
+				break wait
+			}
+		}
+	}
+}
+
+// sampleWaits takes one wait-event sample. Its errors are not reported here: the next
+// snapshot's postgres part reports a broken connection with a better message.
+func (s *Sampler) sampleWaits(ctx context.Context) {
+	if s.Postgres != nil {
+		_ = s.Postgres.SampleWaitEvents(ctx)
+	}
+}

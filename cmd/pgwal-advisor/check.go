@@ -1,0 +1,80 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pgwal-advisor/pgwal-advisor/advisor"
+	"github.com/pgwal-advisor/pgwal-advisor/collector/kernel"
+	"github.com/pgwal-advisor/pgwal-advisor/collector/postgres"
+	"github.com/pgwal-advisor/pgwal-advisor/collector/storage"
+	"github.com/pgwal-advisor/pgwal-advisor/rules"
+)
+
+func newCheckCmd(g *globals) *cobra.Command {
+	var (
+		cfg          advisor.CheckConfig
+		queryTimeout time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "check",
+		Short: "Sample for a window, probe, evaluate the rules once and print the findings",
+		Long: `check watches the server for --window (taking a snapshot every --interval and sampling WAL
+wait events every --wait-events.interval), runs the sync probe in --probe.dir for at most
+--probe.budget meanwhile, evaluates every rule once over what it saw and prints the findings
+with their evidence and recommendations.
+
+Exit status: 0 when nothing (or only info) was found, 1 for a warning, 2 for a critical
+finding, 3 when the check could not run, 64 for a usage error.
+
+JSON contract (--format json): .findings[] with .rule, .severity, .setting, .current,
+.recommended, .action, .summary, .evidence[] (.name, .value, .unit), .expected_effect.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			pg := postgres.New(g.dsn, postgres.Options{QueryTimeout: queryTimeout, WALDir: g.walDir, Logger: g.logger})
+			defer pg.Close(cmd.Context())
+			s := &advisor.Sampler{
+				Postgres: pg,
+				Kernel:   kernel.New(g.procfs),
+				Storage:  storage.New(g.procfs, g.sysfs),
+				WALDir:   g.walDir,
+			}
+			if cfg.Interval > cfg.Window {
+				return fmt.Errorf("--interval %v is longer than --window %v: %w", cfg.Interval, cfg.Window, errUsage)
+			}
+			res, err := advisor.Check(cmd.Context(), s, cfg, g.logger)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if g.format == "json" {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				err = enc.Encode(res)
+			} else {
+				err = advisor.WriteCheckTable(out, res)
+			}
+			if err != nil {
+				return fmt.Errorf("write findings: %w", err)
+			}
+			switch res.MaxSeverity() {
+			case rules.Critical:
+				return &exitCodeError{code: 2}
+			case rules.Warning:
+				return &exitCodeError{code: 1}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.DurationVar(&cfg.Window, "window", time.Minute, "how long to watch the server")
+	f.DurationVar(&cfg.Interval, "interval", 5*time.Second, "time between snapshots within the window")
+	f.DurationVar(&cfg.WaitInterval, "wait-events.interval", time.Second, "how often to sample WAL wait events")
+	f.StringVar(&cfg.ProbeDir, "probe.dir", "", "directory on the WAL's file system (outside pg_wal and the data directory) where the sync probe writes; empty: no probe")
+	f.DurationVar(&cfg.ProbeBudget, "probe.budget", 10*time.Second, "the most time the sync probe may take within the window")
+	f.DurationVar(&queryTimeout, "query-timeout", 5*time.Second, "timeout of each query to PostgreSQL")
+	return cmd
+}

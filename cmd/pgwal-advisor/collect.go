@@ -1,0 +1,91 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pgwal-advisor/pgwal-advisor/advisor"
+	"github.com/pgwal-advisor/pgwal-advisor/collector"
+	"github.com/pgwal-advisor/pgwal-advisor/collector/kernel"
+	"github.com/pgwal-advisor/pgwal-advisor/collector/postgres"
+	"github.com/pgwal-advisor/pgwal-advisor/collector/storage"
+)
+
+func newCollectCmd(g *globals) *cobra.Command {
+	var (
+		interval     time.Duration
+		count        int
+		waitInterval time.Duration
+		queryTimeout time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "collect",
+		Short: "Collect one snapshot (or several, with rates between them) and print it",
+		Long: `collect reads PostgreSQL's WAL and checkpoint statistics and settings, the kernel's dirty-page
+settings and state, and the WAL directory's storage, and prints what it found. A part that cannot
+be read is reported with the reason; the rest is still printed.
+
+With --interval it takes a snapshot every interval (--count of them, 0 for until interrupted)
+and prints, from the second on, the rates between consecutive snapshots.
+
+JSON paths other tools rely on: .postgres.version_num, .postgres.settings.<name>.value,
+.postgres.settings.<name>.bytes, .postgres.wal.buffers_full, .postgres.wal.writes,
+.postgres.wal.syncs, .postgres.wal_dir, .kernel.vm.<knob>, .kernel.meminfo.dirty_bytes,
+.wal_storage.fs_type, .wal_storage.mount_options, .wal_storage.rotational,
+.wal_storage.write_cache; with --interval, .rates on every line but the first.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if interval < 0 || count < 0 {
+				return fmt.Errorf("--interval and --count must not be negative: %w", errUsage)
+			}
+			if interval == 0 {
+				if count > 1 {
+					return fmt.Errorf("--count %d needs an --interval: %w", count, errUsage)
+				}
+				count = 1
+				interval = time.Second // unused: one snapshot is taken
+			}
+			pg := postgres.New(g.dsn, postgres.Options{QueryTimeout: queryTimeout, WALDir: g.walDir, Logger: g.logger})
+			defer pg.Close(cmd.Context())
+			s := &advisor.Sampler{
+				Postgres: pg,
+				Kernel:   kernel.New(g.procfs),
+				Storage:  storage.New(g.procfs, g.sysfs),
+				WALDir:   g.walDir,
+			}
+			out := cmd.OutOrStdout()
+			enc := json.NewEncoder(out)
+			if count == 1 {
+				enc.SetIndent("", "  ")
+			}
+			var prev *collector.Snapshot
+			return s.Every(cmd.Context(), interval, waitInterval, count, func(snap collector.Snapshot) error {
+				var rates *advisor.Rates
+				if prev != nil {
+					r := advisor.RatesBetween(*prev, snap)
+					rates = &r
+				}
+				prev = &snap
+				if g.format == "json" {
+					return enc.Encode(struct {
+						collector.Snapshot
+						Rates *advisor.Rates `json:"rates,omitempty"`
+					}{snap, rates})
+				}
+				if rates != nil {
+					return advisor.WriteRatesTable(out, *rates)
+				}
+				return advisor.WriteSnapshotTable(out, snap)
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.DurationVar(&interval, "interval", 0, "take a snapshot every interval and print rates between them (0: one snapshot)")
+	f.IntVar(&count, "count", 0, "with --interval: how many snapshots (0: until interrupted)")
+	f.DurationVar(&waitInterval, "wait-events.interval", time.Second, "how often to sample WAL wait events from pg_stat_activity between snapshots")
+	f.DurationVar(&queryTimeout, "query-timeout", 5*time.Second, "timeout of each query to PostgreSQL")
+	return cmd
+}
