@@ -29,7 +29,7 @@ test-go:
 
 # demo is the README's main job: a throwaway cluster on the simulated slow disk, seed 001's
 # workload, and the advisor finding and fixing the problem.
-demo: build
+demo: deps build
 	$(BIN) demo
 
 clean:

@@ -178,5 +178,5 @@ func formatEvidence(v float64, unit string) string {
 		}
 		return "no"
 	}
-	return fmt.Sprintf("%g", v)
+	return fmt.Sprintf("%.4g", v)
 }

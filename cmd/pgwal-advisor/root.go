@@ -75,6 +75,7 @@ and ~/.pgpass apply, as with psql. A role with pg_monitor is enough to collect.`
 		newVersionCmd(),
 		newCollectCmd(g),
 		newCheckCmd(g),
+		newDemoCmd(g),
 		newProbeCmd(g),
 		newLabCmd(g),
 	)
