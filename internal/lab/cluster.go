@@ -270,7 +270,9 @@ func (c *Cluster) Stop() error {
 	var errs []error
 	if _, err := os.Stat(filepath.Join(c.dataDir, "postmaster.pid")); err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
-		out, err := c.command(ctx, "pg_ctl", "stop", "-D", c.dataDir, "-m", "fast", "-w", "-t", "30").CombinedOutput()
+		// Immediate: the cluster is thrown away, so its shutdown checkpoint would only cost
+		// time (tens of seconds after a write-heavy test on a slow or busy disk).
+		out, err := c.command(ctx, "pg_ctl", "stop", "-D", c.dataDir, "-m", "immediate", "-w", "-t", "30").CombinedOutput()
 		cancel()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("pg_ctl stop: %w: %s", err, lastLines(out, 3)))
