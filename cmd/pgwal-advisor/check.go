@@ -8,9 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pgwal-advisor/pgwal-advisor/advisor"
-	"github.com/pgwal-advisor/pgwal-advisor/collector/kernel"
-	"github.com/pgwal-advisor/pgwal-advisor/collector/postgres"
-	"github.com/pgwal-advisor/pgwal-advisor/collector/storage"
 	"github.com/pgwal-advisor/pgwal-advisor/rules"
 )
 
@@ -34,14 +31,8 @@ JSON contract (--format json): .findings[] with .rule, .severity, .setting, .cur
 .recommended, .action, .summary, .evidence[] (.name, .value, .unit), .expected_effect.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			pg := postgres.New(g.dsn, postgres.Options{QueryTimeout: queryTimeout, WALDir: g.walDir, Logger: g.logger})
-			defer pg.Close(cmd.Context())
-			s := &advisor.Sampler{
-				Postgres: pg,
-				Kernel:   kernel.New(g.procfs),
-				Storage:  storage.New(g.procfs, g.sysfs),
-				WALDir:   g.walDir,
-			}
+			s, closeSampler := newSampler(g, queryTimeout)
+			defer closeSampler(cmd.Context())
 			if cfg.Interval > cfg.Window {
 				return fmt.Errorf("--interval %v is longer than --window %v: %w", cfg.Interval, cfg.Window, errUsage)
 			}

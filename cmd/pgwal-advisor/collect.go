@@ -9,9 +9,6 @@ import (
 
 	"github.com/pgwal-advisor/pgwal-advisor/advisor"
 	"github.com/pgwal-advisor/pgwal-advisor/collector"
-	"github.com/pgwal-advisor/pgwal-advisor/collector/kernel"
-	"github.com/pgwal-advisor/pgwal-advisor/collector/postgres"
-	"github.com/pgwal-advisor/pgwal-advisor/collector/storage"
 )
 
 func newCollectCmd(g *globals) *cobra.Command {
@@ -48,14 +45,8 @@ JSON paths other tools rely on: .postgres.version_num, .postgres.settings.<name>
 				count = 1
 				interval = time.Second // unused: one snapshot is taken
 			}
-			pg := postgres.New(g.dsn, postgres.Options{QueryTimeout: queryTimeout, WALDir: g.walDir, Logger: g.logger})
-			defer pg.Close(cmd.Context())
-			s := &advisor.Sampler{
-				Postgres: pg,
-				Kernel:   kernel.New(g.procfs),
-				Storage:  storage.New(g.procfs, g.sysfs),
-				WALDir:   g.walDir,
-			}
+			s, closeSampler := newSampler(g, queryTimeout)
+			defer closeSampler(cmd.Context())
 			out := cmd.OutOrStdout()
 			enc := json.NewEncoder(out)
 			if count == 1 {

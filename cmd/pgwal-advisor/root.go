@@ -78,6 +78,7 @@ and ~/.pgpass apply, as with psql. A role with pg_monitor is enough to collect.`
 		newDemoCmd(g),
 		newProbeCmd(g),
 		newLabCmd(g),
+		newRunCmd(g),
 	)
 	return root
 }

@@ -1,0 +1,36 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	"github.com/pgwal-advisor/pgwal-advisor/advisor"
+	"github.com/pgwal-advisor/pgwal-advisor/collector/kernel"
+	"github.com/pgwal-advisor/pgwal-advisor/collector/postgres"
+	"github.com/pgwal-advisor/pgwal-advisor/collector/storage"
+)
+
+// closeTimeout bounds closing the connection to PostgreSQL on the way out, when the command's
+// own context is usually cancelled already.
+const closeTimeout = 2 * time.Second
+
+// newSampler builds the sampler that collect and run share: PostgreSQL from --dsn (or the PG*
+// environment), the kernel from --path.procfs, the WAL's storage from --path.procfs and
+// --path.sysfs, and --wal-dir when given. Call the returned function when done: it closes the
+// connection to PostgreSQL, even after ctx was cancelled.
+func newSampler(g *globals, queryTimeout time.Duration) (*advisor.Sampler, func(ctx context.Context)) {
+	pg := postgres.New(g.dsn, postgres.Options{QueryTimeout: queryTimeout, WALDir: g.walDir, Logger: g.logger})
+	s := &advisor.Sampler{
+		Postgres: pg,
+		Kernel:   kernel.New(g.procfs),
+		Storage:  storage.New(g.procfs, g.sysfs),
+		WALDir:   g.walDir,
+	}
+	closeFn := func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+		defer cancel()
+		// Nothing to do about a failed close on the way out: the server drops the session.
+		_ = pg.Close(ctx)
+	}
+	return s, closeFn
+}

@@ -1,0 +1,381 @@
+// Command footprint measures what pgwal-advisor costs the host it runs on (issue 5,
+// "Footprint"): the daemon's CPU share of one core and its RSS at the default interval, the
+// latency of /metrics under 50 concurrent scrapers (wrk), and pgbench's tps with and without
+// the daemon. It prints figures, it does not judge them; scripts/bench-footprint.sh builds the
+// binary and runs it.
+//
+// "Without the daemon" means the daemon stopped with SIGSTOP: it keeps its idle connection and
+// its memory but does nothing, so the runs differ only in what the daemon does. Runs alternate
+// (off, on, on, off, ...) so that drift in the machine's state hits both sides alike.
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/pgwal-advisor/pgwal-advisor/internal/lab"
+)
+
+// userHZ is the unit of /proc/<pid>/stat's utime and stime: USER_HZ, 100 on every Linux
+// architecture's user-space ABI.
+const userHZ = 100
+
+type options struct {
+	bin            string
+	warmup         time.Duration
+	steady         time.Duration
+	wrkDuration    time.Duration
+	wrkConnections int
+	wrkThreads     int
+	runs           int
+	pgbenchTime    time.Duration
+	pgbenchClients int
+	scale          int
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.bin, "bin", "bin/pgwal-advisor", "the pgwal-advisor binary")
+	flag.DurationVar(&o.warmup, "warmup", 10*time.Second, "time after the daemon is ready before measuring (its first probe burst runs at start)")
+	flag.DurationVar(&o.steady, "steady", 60*time.Second, "steady-state window for CPU and RSS")
+	flag.DurationVar(&o.wrkDuration, "wrk.duration", 10*time.Second, "wrk's run against /metrics")
+	flag.IntVar(&o.wrkConnections, "wrk.connections", 50, "concurrent scrapers")
+	flag.IntVar(&o.wrkThreads, "wrk.threads", 2, "wrk threads")
+	flag.IntVar(&o.runs, "pgbench.pairs", 5, "pgbench runs with and without the daemon (each)")
+	flag.DurationVar(&o.pgbenchTime, "pgbench.time", 20*time.Second, "length of each pgbench run")
+	flag.IntVar(&o.pgbenchClients, "pgbench.clients", 4, "pgbench clients")
+	flag.IntVar(&o.scale, "pgbench.scale", 10, "pgbench scale factor")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, o, os.Stdout)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "footprint:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o options, out io.Writer) error {
+	for _, tool := range []string{o.bin, "wrk"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return fmt.Errorf("%s: %w (build with `go build -o bin/pgwal-advisor ./cmd/pgwal-advisor`; apt-get install wrk)", tool, err)
+		}
+	}
+	fmt.Fprintln(out, "starting a throwaway cluster")
+	c, err := lab.StartCluster(ctx, lab.ClusterOptions{})
+	if err != nil {
+		return err
+	}
+	defer c.Stop()
+	// Beside the cluster, on the same file system: the probe measures the WAL's device, as
+	// the default deployment does.
+	probeDir, err := os.MkdirTemp("", "pgwal-footprint-probe-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(probeDir)
+
+	fmt.Fprintf(out, "pgbench -i -s %d\n", o.scale)
+	if b, err := c.Command(ctx, "pgbench", "-i", "-q", "-s", strconv.Itoa(o.scale)).CombinedOutput(); err != nil {
+		return fmt.Errorf("pgbench -i: %w: %s", err, b)
+	}
+
+	addr, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	daemon := exec.CommandContext(ctx, o.bin, "run", "--dsn", c.DSN(), "--web.listen-address", addr,
+		"--probe.dir", probeDir, "--log.level", "warn")
+	daemon.Stderr = os.Stderr
+	if err := daemon.Start(); err != nil {
+		return fmt.Errorf("start the daemon: %w", err)
+	}
+	pid := daemon.Process.Pid
+	defer func() {
+		_ = syscall.Kill(pid, syscall.SIGCONT)
+		_ = syscall.Kill(pid, syscall.SIGTERM)
+		_ = daemon.Wait()
+	}()
+	base := "http://" + addr
+	if err := waitReady(ctx, base+"/readyz"); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "daemon pid %d ready on %s (defaults: --interval 15s, --probe.interval 5m, --probe.burst 2s)\n", pid, addr)
+
+	// pgbench -i leaves a few hundred MB dirty; their write-back would land in the windows
+	// below and cost the machine CPU that has nothing to do with the daemon.
+	if err := settle(ctx, c); err != nil {
+		return err
+	}
+	// The first probe burst runs at start: measure it apart from the steady state.
+	startCPU, err := cpuSeconds(pid)
+	if err != nil {
+		return err
+	}
+	if err := sleep(ctx, o.warmup); err != nil {
+		return err
+	}
+	cpu0, err := cpuSeconds(pid)
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	fmt.Fprintf(out, "steady state for %v\n", o.steady)
+	if err := sleep(ctx, o.steady); err != nil {
+		return err
+	}
+	cpu1, err := cpuSeconds(pid)
+	if err != nil {
+		return err
+	}
+	elapsed := time.Since(t0).Seconds()
+	rss, hwm, err := memory(pid)
+	if err != nil {
+		return err
+	}
+	size, err := scrapeSize(base + "/metrics")
+	if err != nil {
+		return err
+	}
+
+	if err := settle(ctx, c); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "wrk -t%d -c%d -d%v --latency %s/metrics\n", o.wrkThreads, o.wrkConnections, o.wrkDuration, base)
+	wrkOut, err := exec.CommandContext(ctx, "wrk", fmt.Sprintf("-t%d", o.wrkThreads), fmt.Sprintf("-c%d", o.wrkConnections),
+		fmt.Sprintf("-d%ds", int(o.wrkDuration.Seconds())), "--latency", base+"/metrics").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("wrk: %w: %s", err, wrkOut)
+	}
+	p99, rps, non2xx := parseWrk(string(wrkOut))
+	_, hwmAfterWrk, err := memory(pid)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "wrk: p99 %s, %.0f requests/s\n", p99, rps)
+	if o.runs == 0 {
+		return nil
+	}
+
+	// A first run warms the caches and the tables; it is not counted.
+	if _, err := pgbench(ctx, c, o); err != nil {
+		return err
+	}
+	var with, without []float64
+	for i := 0; i < 2*o.runs; i++ {
+		// off, on, on, off, off, on, ...: each side gets early and late runs.
+		on := i%4 == 1 || i%4 == 2
+		sig, label := syscall.SIGSTOP, "without"
+		if on {
+			sig, label = syscall.SIGCONT, "with"
+		}
+		if err := syscall.Kill(pid, sig); err != nil {
+			return fmt.Errorf("signal the daemon: %w", err)
+		}
+		tps, err := pgbench(ctx, c, o)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "pgbench run %d %s the daemon: %.1f tps\n", i+1, label, tps)
+		if on {
+			with = append(with, tps)
+		} else {
+			without = append(without, tps)
+		}
+	}
+	_ = syscall.Kill(pid, syscall.SIGCONT)
+
+	ratio := mean(with) / mean(without)
+	fmt.Fprintln(out)
+	fmt.Fprintln(out, "pgwal-advisor footprint")
+	fmt.Fprintf(out, "  CPU, steady state (%.0f s):        %.3f %% of one core\n", elapsed, 100*(cpu1-cpu0)/elapsed)
+	fmt.Fprintf(out, "  CPU, first %v (probe burst):      %.3f %% of one core\n", o.warmup, 100*(cpu0-startCPU)/o.warmup.Seconds())
+	fmt.Fprintf(out, "  RSS, steady state:                 %.1f MB (peak %.1f MB; %.1f MB after wrk)\n", rss/1e6, hwm/1e6, hwmAfterWrk/1e6)
+	fmt.Fprintf(out, "  /metrics:                          %d bytes\n", size)
+	fmt.Fprintf(out, "  /metrics p99, %d scrapers:         %s (%.0f requests/s, non-2xx: %s)\n", o.wrkConnections, p99, rps, non2xx)
+	// The i-th runs with and without the daemon are neighbours in time (off, on | on, off | ...):
+	// their ratio cancels most of the drift.
+	var paired []float64
+	for i := range min(len(with), len(without)) {
+		paired = append(paired, with[i]/without[i])
+	}
+	fmt.Fprintf(out, "  pgbench tps without / with:        %.1f / %.1f (ratio of means %.4f, %+.2f %%; of medians %.4f)\n",
+		mean(without), mean(with), ratio, 100*(ratio-1), median(with)/median(without))
+	fmt.Fprintf(out, "  pgbench paired ratios (with/without): %s, median %.4f\n", formatRatios(paired), median(paired))
+	fmt.Fprintf(out, "  pgbench run-to-run spread:         without %.1f-%.1f, with %.1f-%.1f tps\n",
+		slices.Min(without), slices.Max(without), slices.Min(with), slices.Max(with))
+	fmt.Fprintf(out, "  probe duty cycle (documented):     2 s / 5 min = %.2f %% of the time\n", 100*2.0/300)
+	return nil
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
+
+func waitReady(ctx context.Context, url string) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get(url); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if err := sleep(ctx, 200*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	return errors.New("the daemon is not ready after 60 s")
+}
+
+// cpuSeconds reads utime + stime of a process from /proc/<pid>/stat.
+func cpuSeconds(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) may hold spaces; the fields after its closing parenthesis
+	// start at field 3 (state). utime and stime are fields 14 and 15.
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("parse /proc/%d/stat: %q", pid, s)
+	}
+	utime, err1 := strconv.ParseFloat(f[11], 64)
+	stime, err2 := strconv.ParseFloat(f[12], 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, fmt.Errorf("parse /proc/%d/stat: %w", pid, err)
+	}
+	return (utime + stime) / userHZ, nil
+}
+
+// memory returns VmRSS and VmHWM (peak RSS) in bytes.
+func memory(pid int) (rss, hwm float64, err error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseFloat(fields[1], 64)
+		switch fields[0] {
+		case "VmRSS:":
+			rss = kb * 1024
+		case "VmHWM:":
+			hwm = kb * 1024
+		}
+	}
+	return rss, hwm, sc.Err()
+}
+
+func scrapeSize(url string) (int, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return len(b), err
+}
+
+// parseWrk finds the 99th percentile latency, the request rate and the non-2xx count in
+// wrk --latency's report.
+func parseWrk(s string) (p99 string, rps float64, non2xx string) {
+	p99, non2xx = "?", "0"
+	if m := regexp.MustCompile(`(?m)^\s+99%\s+(\S+)`).FindStringSubmatch(s); m != nil {
+		p99 = m[1]
+	}
+	if m := regexp.MustCompile(`(?m)^Requests/sec:\s+(\S+)`).FindStringSubmatch(s); m != nil {
+		rps, _ = strconv.ParseFloat(m[1], 64)
+	}
+	if m := regexp.MustCompile(`(?m)Non-2xx or 3xx responses:\s+(\d+)`).FindStringSubmatch(s); m != nil {
+		non2xx = m[1]
+	}
+	return p99, rps, non2xx
+}
+
+// settle checkpoints the cluster and writes out every dirty page of the machine, so that a
+// measurement does not pay for the write-back of what ran before it.
+func settle(ctx context.Context, c *lab.Cluster) error {
+	if err := c.Exec(ctx, "CHECKPOINT"); err != nil {
+		return err
+	}
+	syscall.Sync()
+	return nil
+}
+
+// pgbench runs the default TPC-B-like workload after settling (so that no run inherits
+// another's dirty pages) and returns its tps.
+func pgbench(ctx context.Context, c *lab.Cluster, o options) (float64, error) {
+	if err := settle(ctx, c); err != nil {
+		return 0, err
+	}
+	clients := strconv.Itoa(o.pgbenchClients)
+	b, err := c.Command(ctx, "pgbench", "-n", "-c", clients, "-j", clients, "-T", strconv.Itoa(int(o.pgbenchTime.Seconds()))).CombinedOutput()
+	if err != nil {
+		return 0, fmt.Errorf("pgbench: %w: %s", err, b)
+	}
+	m := regexp.MustCompile(`tps = ([0-9.]+)`).FindSubmatch(b)
+	if m == nil {
+		return 0, fmt.Errorf("no tps in pgbench's output: %s", b)
+	}
+	return strconv.ParseFloat(string(m[1]), 64)
+}
+
+func formatRatios(xs []float64) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = strconv.FormatFloat(x, 'f', 3, 64)
+	}
+	return strings.Join(parts, " ")
+}
+
+func median(xs []float64) float64 {
+	s := slices.Sorted(slices.Values(xs))
+	if n := len(s); n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func mean(xs []float64) float64 {
+	var s float64
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
+}
