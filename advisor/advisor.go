@@ -123,6 +123,24 @@ func New(sampler *Sampler, cfg Config, logger *zap.Logger) (*Advisor, error) {
 	return a, nil
 }
 
+// Inherit continues prev's history, finding episodes, wait-event totals and published state,
+// so that a configuration reload does not restart the evidence from nothing. Call it after
+// prev.Run has returned and before a.Run starts. The probe window is not carried over: the new
+// configuration may probe elsewhere or differently.
+func (a *Advisor) Inherit(prev *Advisor) {
+	for _, s := range prev.history.Snapshots() {
+		a.history.Add(s) // keeps the newest a's window holds
+	}
+	a.tracker = prev.tracker
+	a.waits = prev.waits
+	st := prev.State()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	probeOff := a.state.ProbeDisabledReason
+	a.state = st
+	a.state.Probe, a.state.ProbeEnabled, a.state.ProbeDisabledReason = nil, false, probeOff
+}
+
 // Run samples, probes and evaluates until ctx ends. It returns nil on cancellation, after the
 // probe goroutine has stopped and removed its file.
 func (a *Advisor) Run(ctx context.Context) error {

@@ -8,6 +8,8 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/pgwal-advisor/pgwal-advisor/collector"
+
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab"
 	"github.com/pgwal-advisor/pgwal-advisor/rules"
 )
@@ -68,5 +70,29 @@ func TestAdvisorConfigErrors(t *testing.T) {
 		if _, err := New(&Sampler{}, cfg, nil); err == nil {
 			t.Errorf("New(%+v) accepted a bad configuration", cfg)
 		}
+	}
+}
+
+func TestAdvisorInheritKeepsHistory(t *testing.T) {
+	cfg := Config{Interval: time.Second, HistoryWindow: time.Minute}
+	prev, err := New(&Sampler{}, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	for i := 0; i < 5; i++ {
+		prev.Observe(collector.Snapshot{Time: t0.Add(time.Duration(i) * time.Second)})
+	}
+	// A reload to a shorter window keeps the newest snapshots that fit.
+	next, err := New(&Sampler{}, Config{Interval: time.Second, HistoryWindow: 2 * time.Second}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next.Inherit(prev)
+	if got, want := next.history.Len(), 3; got != want {
+		t.Errorf("inherited history holds %d snapshots, want %d (the new window's limit)", got, want)
+	}
+	if st := next.State(); st.Snapshot == nil || !st.Snapshot.Time.Equal(t0.Add(4*time.Second)) {
+		t.Errorf("inherited state's snapshot = %v, want the previous advisor's latest", st.Snapshot)
 	}
 }
