@@ -161,6 +161,7 @@ func TestUsageErrors(t *testing.T) {
 		{"collect", "--count", "3"},
 		{"collect", "--no-such-flag"},
 		{"collect", "--log.level", "loud"},
+		{"run", "--apply", "sometimes", "--web.listen-address", "127.0.0.1:0"},
 	} {
 		_, stderr, code := runCLI(t, args...)
 		if code != exitBadUsage || stderr == "" {

@@ -79,6 +79,8 @@ and ~/.pgpass apply, as with psql. A role with pg_monitor is enough to collect.`
 		newProbeCmd(g),
 		newLabCmd(g),
 		newRunCmd(g),
+		newApplyCmd(g),
+		newRollbackCmd(g),
 	)
 	return root
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"go.uber.org/zap"
@@ -27,6 +28,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/pgwal-advisor/pgwal-advisor/advisor"
+	"github.com/pgwal-advisor/pgwal-advisor/advisor/apply"
 	"github.com/pgwal-advisor/pgwal-advisor/advisor/web"
 	"github.com/pgwal-advisor/pgwal-advisor/probes"
 	"github.com/pgwal-advisor/pgwal-advisor/rules"
@@ -54,6 +56,12 @@ type runFlags struct {
 	probeInterval   time.Duration
 	probeBurst      time.Duration
 	queryTimeout    time.Duration
+
+	// Apply mode (docs/apply.md). Not in the configuration file: changing what the daemon may
+	// change is a decision for the command line, not for a reload.
+	applyMode   string
+	applyCfg    apply.Config
+	applySysctl string
 }
 
 func newRunCmd(g *globals) *cobra.Command {
@@ -112,6 +120,13 @@ func (fl *runFlags) register(f *pflag.FlagSet) {
 	f.DurationVar(&fl.probeInterval, "probe.interval", probes.DefaultInterval, "time from one probe burst's start to the next")
 	f.DurationVar(&fl.probeBurst, "probe.burst", probes.DefaultBurst, "how long each probe burst measures")
 	f.DurationVar(&fl.queryTimeout, "query-timeout", 5*time.Second, "timeout of each query to PostgreSQL")
+	f.StringVar(&fl.applyMode, "apply", string(apply.ModeOff), "apply mode: off, dry-run (journal and log what would change) or on (docs/apply.md)")
+	f.StringSliceVar(&fl.applyCfg.Settings, "apply.settings", apply.DefaultSettings(), "settings the apply mode may change (fsync, synchronous_commit and full_page_writes never are)")
+	f.StringVar(&fl.applyCfg.Journal, "apply.journal", apply.DefaultJournal, "the apply journal (JSON lines); 'pgwal-advisor rollback --journal FILE' restores what it records")
+	f.StringVar(&fl.applySysctl, "apply.sysctl-file", apply.DefaultSysctlFile, "sysctl.d file that persists applied kernel settings")
+	f.DurationVar(&fl.applyCfg.VerifyWindow, "apply.verify-window", apply.DefaultVerifyWindow, "how long the figures are measured before and after a change")
+	f.DurationVar(&fl.applyCfg.Cooldown, "apply.cooldown", apply.DefaultCooldown, "least time between two changes")
+	f.IntVar(&fl.applyCfg.MaxPerDay, "apply.max-per-day", apply.DefaultMaxPerDay, "most changes started in 24 hours")
 }
 
 // runConfig is the effective configuration: the flags' defaults, then the configuration file,
@@ -535,8 +550,19 @@ func startDaemon(ctx context.Context, g *globals, fl *runFlags, flags *pflag.Fla
 	}
 	d.cur.Store(adv)
 	v, goVersion := buildVersion()
+	applyCfg := fl.applyCfg
+	if applyCfg.Mode, err = apply.ParseMode(fl.applyMode); err != nil {
+		return fmt.Errorf("%w: %w", err, errUsage)
+	}
+	pgApply := apply.NewPostgres(g.dsn, apply.PostgresOptions{QueryTimeout: fl.queryTimeout, Logger: logger})
+	defer pgApply.Close(context.WithoutCancel(ctx))
+	mgr, err := apply.New(applyCfg, d, []apply.Actuator{pgApply, apply.NewKernel(g.procfs, fl.applySysctl, logger)}, logger)
+	if err != nil {
+		return fmt.Errorf("%w: %w", err, errUsage)
+	}
 	srv, err := web.NewServer(d, web.Config{
 		ListenAddresses: cfg.ListenAddresses, WebConfigFile: cfg.WebConfigFile, Version: v, GoVersion: goVersion,
+		Collectors: []prometheus.Collector{apply.NewMetrics(mgr)},
 	}, logger)
 	if err != nil {
 		return fmt.Errorf("%w: %w", err, errUsage)
@@ -558,6 +584,7 @@ func startDaemon(ctx context.Context, g *globals, fl *runFlags, flags *pflag.Fla
 	eg, ctx := errgroup.WithContext(ctx)
 	eg.Go(func() error { return srv.Serve(ctx) })
 	eg.Go(func() error { return d.loop(ctx, adv) })
+	eg.Go(func() error { return mgr.Run(ctx) }) // returns at once with --apply=off
 	eg.Go(func() error {
 		for {
 			select {
@@ -596,10 +623,11 @@ func (d *daemon) loop(ctx context.Context, a *advisor.Advisor) error {
 			if err := <-done; err != nil {
 				return fmt.Errorf("advisor: %w", err)
 			}
+			next.Inherit(a)
 			d.prev.Store(a)
 			d.cur.Store(next)
 			a = next
-			d.logger.Info("advisor restarted with the reloaded configuration")
+			d.logger.Info("advisor restarted with the reloaded configuration, keeping its history")
 		}
 	}
 }

@@ -1,0 +1,461 @@
+package apply
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"go.uber.org/zap"
+)
+
+// DefaultQueryTimeout bounds each query of the Postgres actuator.
+const DefaultQueryTimeout = 5 * time.Second
+
+// PostgresOptions configure a Postgres actuator.
+type PostgresOptions struct {
+	// QueryTimeout bounds each query and the connection attempt; 0 means DefaultQueryTimeout.
+	QueryTimeout time.Duration
+	// ConfirmTimeout bounds the wait for the running value to match after pg_reload_conf();
+	// 0 means DefaultConfirmTimeout.
+	ConfirmTimeout time.Duration
+	Logger         *zap.Logger
+}
+
+// Postgres changes PostgreSQL settings the way an operator would: ALTER SYSTEM, then
+// pg_reload_conf(), then SHOW until the running value is the new one. A restart-context setting
+// (wal_buffers) is written and left pending_restart: the advisor never restarts the server.
+//
+// The role needs superuser, or on PostgreSQL 15 and later ALTER SYSTEM on each setting and
+// EXECUTE on pg_reload_conf() (docs/apply.md); without them Writable says what to grant.
+// It holds one connection of its own, opened on first use and again after a failure; its
+// methods are safe for concurrent use. Errors never carry the DSN's password.
+type Postgres struct {
+	dsn    string
+	opts   PostgresOptions
+	logger *zap.Logger
+
+	mu      sync.Mutex
+	conn    *pgx.Conn
+	secrets []string
+	version int
+	user    string
+	super   bool
+}
+
+// NewPostgres returns an actuator for dsn (libpq keywords or a URL; empty: the PG* environment).
+// It does not connect until first used.
+func NewPostgres(dsn string, opts PostgresOptions) *Postgres {
+	if opts.QueryTimeout <= 0 {
+		opts.QueryTimeout = DefaultQueryTimeout
+	}
+	if opts.ConfirmTimeout <= 0 {
+		opts.ConfirmTimeout = DefaultConfirmTimeout
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	return &Postgres{dsn: dsn, opts: opts, logger: logger.With(zap.String("actuator", "postgres"))}
+}
+
+// Owns reports whether name is a PostgreSQL setting (not a vm.* kernel knob).
+func (p *Postgres) Owns(name string) bool { return !strings.HasPrefix(name, "vm.") }
+
+// Close closes the connection, if one is open.
+func (p *Postgres) Close(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.conn == nil {
+		return nil
+	}
+	err := p.conn.Close(ctx)
+	p.conn = nil
+	if err != nil {
+		return p.opErr("close the apply connection to PostgreSQL", err, "")
+	}
+	return nil
+}
+
+// Read returns a setting's live value with its source and what postgresql.auto.conf holds.
+func (p *Postgres) Read(ctx context.Context, name string) (Value, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.ensureConn(ctx); err != nil {
+		return Value{}, err
+	}
+	return p.read(ctx, name)
+}
+
+// Writable returns nil when the role may change name with ALTER SYSTEM and reload the
+// configuration, and otherwise what to grant.
+func (p *Postgres) Writable(ctx context.Context, name string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.ensureConn(ctx); err != nil {
+		return err
+	}
+	if p.super {
+		return nil
+	}
+	role := quoteIdent(p.user)
+	if p.version < 150000 {
+		return fmt.Errorf("role %s may not ALTER SYSTEM %s: before PostgreSQL 15 only a superuser can; connect as one in apply mode, or apply the recommendation by hand", role, name)
+	}
+	var alter, reload bool
+	err := p.query(ctx, func(ctx context.Context) error {
+		return p.conn.QueryRow(ctx, "SELECT has_parameter_privilege($1, 'ALTER SYSTEM'), has_function_privilege('pg_reload_conf()', 'EXECUTE')", name).Scan(&alter, &reload)
+	})
+	if err != nil {
+		return p.opErr("check the privilege to ALTER SYSTEM "+name, err, "")
+	}
+	var grants []string
+	if !alter {
+		grants = append(grants, fmt.Sprintf("GRANT ALTER SYSTEM ON PARAMETER %s TO %s;", name, role))
+	}
+	if !reload {
+		grants = append(grants, fmt.Sprintf("GRANT EXECUTE ON FUNCTION pg_reload_conf() TO %s;", role))
+	}
+	if len(grants) > 0 {
+		return fmt.Errorf("role %s may not change %s: as a superuser, %s", role, name, strings.Join(grants, " "))
+	}
+	return nil
+}
+
+// SegmentBytes returns wal_segment_size in bytes.
+func (p *Postgres) SegmentBytes(ctx context.Context) (int64, error) {
+	v, err := p.Read(ctx, "wal_segment_size")
+	if err != nil {
+		return 0, err
+	}
+	return parseMemory(v.Value)
+}
+
+// Set writes name = value with ALTER SYSTEM, reloads, and waits until the running value is
+// value, or for a restart-context setting until the server reports it pending_restart. On any
+// failure after the write, the old configuration is restored before Set returns its error.
+func (p *Postgres) Set(ctx context.Context, name, value string) (Value, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.ensureConn(ctx); err != nil {
+		return Value{}, err
+	}
+	if strings.ContainsAny(value, "\\\x00\n") {
+		return Value{}, fmt.Errorf("%s=%q: a value with a backslash, NUL or newline is not written", name, value)
+	}
+	old, err := p.read(ctx, name)
+	if err != nil {
+		return Value{}, err
+	}
+	switch old.Source {
+	case "command line", "override":
+		return Value{}, fmt.Errorf("%s is set on the server's %s (pg_settings.source), which ALTER SYSTEM cannot override: change it there by hand", name, old.Source)
+	}
+	if old.PendingRestart && old.Context == "postmaster" {
+		return Value{}, fmt.Errorf("%s already has a change waiting for a restart of PostgreSQL (pending_restart): restart it or undo that change first", name)
+	}
+	if err := p.exec(ctx, fmt.Sprintf("ALTER SYSTEM SET %s = %s", pgx.Identifier{name}.Sanitize(), quoteLiteral(value))); err != nil {
+		return Value{}, p.alterErr("ALTER SYSTEM SET "+name, name, err)
+	}
+	live, err := p.reloadAndWait(ctx, name, func(v Value) bool {
+		if old.Context == "postmaster" {
+			return sameValue(name, v.Value, value) || v.PendingRestart
+		}
+		return sameValue(name, v.Value, value)
+	})
+	if err != nil {
+		_, undoErr := p.restore(ctx, name, old)
+		if undoErr != nil {
+			return live, fmt.Errorf("%w; undoing it failed too, restore %s by hand: %w", err, name, undoErr)
+		}
+		return live, fmt.Errorf("%w (the old configuration was restored)", err)
+	}
+	p.logger.Info("setting changed", zap.String("setting", name), zap.String("old", old.Value), zap.String("new", value), zap.Bool("pending_restart", live.PendingRestart))
+	return live, nil
+}
+
+// Restore puts back the configuration recorded in old: ALTER SYSTEM SET the value
+// postgresql.auto.conf held, or ALTER SYSTEM RESET when it held nothing, then a reload. A
+// restart-context setting the server already runs with the new value is left pending_restart
+// (the returned value says so).
+func (p *Postgres) Restore(ctx context.Context, name string, old Value) (Value, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.ensureConn(ctx); err != nil {
+		return Value{}, err
+	}
+	return p.restore(ctx, name, old)
+}
+
+func (p *Postgres) restore(ctx context.Context, name string, old Value) (Value, error) {
+	stmt := "ALTER SYSTEM RESET " + pgx.Identifier{name}.Sanitize()
+	if old.AutoConf != nil {
+		stmt = fmt.Sprintf("ALTER SYSTEM SET %s = %s", pgx.Identifier{name}.Sanitize(), quoteLiteral(*old.AutoConf))
+	}
+	if err := p.exec(ctx, stmt); err != nil {
+		return Value{}, p.alterErr(stmt, name, err)
+	}
+	live, err := p.reloadAndWait(ctx, name, func(v Value) bool {
+		if old.Context == "postmaster" {
+			// Either the server still runs the old value and nothing is pending, or it was
+			// restarted with the new one and now waits for another restart.
+			return sameValue(name, v.Value, old.Value) && !v.PendingRestart || !sameValue(name, v.Value, old.Value) && v.PendingRestart
+		}
+		return sameValue(name, v.Value, old.Value)
+	})
+	if err != nil {
+		return live, err
+	}
+	p.logger.Info("setting restored", zap.String("setting", name), zap.String("value", old.Value), zap.Bool("pending_restart", live.PendingRestart))
+	return live, nil
+}
+
+// reloadAndWait calls pg_reload_conf() and reads the setting until done says the server took
+// the configuration, or the confirm timeout passes.
+func (p *Postgres) reloadAndWait(ctx context.Context, name string, done func(Value) bool) (Value, error) {
+	var ok bool
+	err := p.query(ctx, func(ctx context.Context) error {
+		return p.conn.QueryRow(ctx, "SELECT pg_reload_conf()").Scan(&ok)
+	})
+	if err != nil {
+		return Value{}, p.alterErr("pg_reload_conf()", name, err)
+	}
+	if !ok {
+		return Value{}, errors.New("pg_reload_conf() returned false: the server could not be signalled; check the server log")
+	}
+	deadline := time.Now().Add(p.opts.ConfirmTimeout)
+	for {
+		// The reload is asynchronous: the postmaster rereads the files, then signals the
+		// backends, this one included, which applies it before its next query.
+		v, err := p.read(ctx, name)
+		if err != nil {
+			return Value{}, err
+		}
+		if done(v) {
+			return v, nil
+		}
+		if time.Now().After(deadline) {
+			return v, fmt.Errorf("%s is %s (pending_restart %v) %s after pg_reload_conf(): is it overridden by a later setting (an include, the command line), or is the configuration invalid (see the server log)?",
+				name, v.Value, v.PendingRestart, p.opts.ConfirmTimeout)
+		}
+		select {
+		case <-ctx.Done():
+			return v, fmt.Errorf("wait for %s to change: %w", name, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (p *Postgres) read(ctx context.Context, name string) (Value, error) {
+	var v Value
+	var sourceFile *string
+	err := p.query(ctx, func(ctx context.Context) error {
+		return p.conn.QueryRow(ctx, `SELECT current_setting(name), source, sourcefile, context, pending_restart, coalesce(enumvals, '{}')
+			FROM pg_settings WHERE name = $1`, name).Scan(&v.Value, &v.Source, &sourceFile, &v.Context, &v.PendingRestart, &v.EnumVals)
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return v, fmt.Errorf("read %s: PostgreSQL %d has no such setting", name, p.version)
+	}
+	if err != nil {
+		return v, p.opErr("read "+name+" from pg_settings", err, "")
+	}
+	if sourceFile != nil {
+		v.SourceFile = *sourceFile
+	}
+	// What postgresql.auto.conf holds, including a value that waits for a restart: the view
+	// reads the files now. Only superusers may read it by default; pg_settings' sourcefile
+	// (pg_read_all_settings) tells as much for a value that is running.
+	var auto string
+	err = p.query(ctx, func(ctx context.Context) error {
+		return p.conn.QueryRow(ctx, `SELECT setting FROM pg_file_settings
+			WHERE name = $1 AND sourcefile LIKE '%/postgresql.auto.conf' ORDER BY seqno DESC LIMIT 1`, name).Scan(&auto)
+	})
+	var pgErr *pgconn.PgError
+	switch {
+	case err == nil:
+		v.AutoConf = &auto
+	case errors.Is(err, pgx.ErrNoRows):
+	case errors.As(err, &pgErr) && pgErr.Code == "42501":
+		switch {
+		case v.Source == "configuration file" && v.SourceFile == "":
+			return v, fmt.Errorf("cannot tell whether %s comes from postgresql.auto.conf: role %s sees neither pg_file_settings nor pg_settings.sourcefile, and rollback needs to know (GRANT pg_read_all_settings TO %s; pg_monitor includes it)",
+				name, quoteIdent(p.user), quoteIdent(p.user))
+		case strings.HasSuffix(v.SourceFile, "postgresql.auto.conf"):
+			s := v.Value
+			v.AutoConf = &s
+		}
+	default:
+		return v, p.opErr("read "+name+" from pg_file_settings", err, "")
+	}
+	return v, nil
+}
+
+// privilegeHint is what to grant when a statement was refused.
+func (p *Postgres) privilegeHint(name string) string {
+	role := quoteIdent(p.user)
+	if p.version >= 150000 {
+		return fmt.Sprintf("as a superuser: GRANT ALTER SYSTEM ON PARAMETER %s TO %s; GRANT EXECUTE ON FUNCTION pg_reload_conf() TO %s", name, role, role)
+	}
+	return "before PostgreSQL 15 only a superuser may ALTER SYSTEM"
+}
+
+func (p *Postgres) exec(ctx context.Context, sql string) error {
+	return p.query(ctx, func(ctx context.Context) error {
+		_, err := p.conn.Exec(ctx, sql)
+		return err
+	})
+}
+
+// query runs fn under the query timeout and drops a connection that the failure left unusable.
+// A connection found dead before anything was sent (the server restarted since the last use)
+// is replaced and fn tried once more: pgconn.SafeToRetry says the server saw nothing of it.
+func (p *Postgres) query(ctx context.Context, fn func(context.Context) error) error {
+	for attempt := 0; ; attempt++ {
+		if p.conn == nil {
+			if err := p.ensureConn(ctx); err != nil {
+				return err
+			}
+		}
+		qctx, cancel := context.WithTimeout(ctx, p.opts.QueryTimeout)
+		err := fn(qctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if p.conn.IsClosed() || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || pgconn.Timeout(err) || pgconn.SafeToRetry(err) {
+			cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_ = p.conn.Close(cctx) // already failed; its error adds nothing
+			cancel()
+			p.conn = nil
+			if attempt == 0 && pgconn.SafeToRetry(err) && ctx.Err() == nil {
+				continue
+			}
+		}
+		return err
+	}
+}
+
+func (p *Postgres) ensureConn(ctx context.Context) error {
+	if p.conn != nil && !p.conn.IsClosed() {
+		return nil
+	}
+	p.conn = nil
+	p.secrets = dsnSecrets(p.dsn)
+	cfg, err := pgx.ParseConfig(p.dsn)
+	if err != nil {
+		return p.opErr("parse --dsn", err, "use libpq keyword=value form or a postgres:// URL")
+	}
+	p.secrets = append(p.secrets, cfg.Password)
+	if _, ok := cfg.RuntimeParams["application_name"]; !ok {
+		cfg.RuntimeParams["application_name"] = "pgwal-advisor-apply"
+	}
+	if cfg.ConnectTimeout <= 0 || cfg.ConnectTimeout > p.opts.QueryTimeout {
+		cfg.ConnectTimeout = p.opts.QueryTimeout
+	}
+	op := fmt.Sprintf("connect to PostgreSQL at host=%s port=%d user=%s to apply settings", cfg.Host, cfg.Port, cfg.User)
+	cctx, cancel := context.WithTimeout(ctx, p.opts.QueryTimeout)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(cctx, cfg)
+	if err != nil {
+		return p.opErr(op, err, "is the server running? check --dsn and that pg_hba.conf admits this user")
+	}
+	err = conn.QueryRow(cctx, "SELECT current_setting('server_version_num')::int, current_user, (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)").
+		Scan(&p.version, &p.user, &p.super)
+	if err != nil {
+		_ = conn.Close(context.Background()) // already failed
+		return p.opErr(op+": read the server version and role", err, "")
+	}
+	p.conn = conn
+	return nil
+}
+
+// opError is a failed step: what was attempted, the cause, and what to do. Its text never
+// carries the DSN's password (the collector's approach: collector/postgres/errors.go).
+type opError struct {
+	op      string
+	err     error
+	hint    string
+	secrets []string
+}
+
+func (e *opError) Error() string {
+	cause := e.err.Error()
+	var ce *pgconn.ConnectError
+	if errors.As(e.err, &ce) && ce.Unwrap() != nil {
+		cause = ce.Unwrap().Error()
+	}
+	msg := e.op + ": " + strings.Join(strings.Fields(cause), " ")
+	if e.hint != "" {
+		msg += " (" + e.hint + ")"
+	}
+	for _, s := range e.secrets {
+		if s != "" {
+			msg = strings.ReplaceAll(msg, s, "xxxxx")
+		}
+	}
+	return msg
+}
+
+func (e *opError) Unwrap() error { return e.err }
+
+func (p *Postgres) opErr(op string, err error, hint string) error {
+	return &opError{op: op, err: err, hint: hint, secrets: p.secrets}
+}
+
+// alterErr is opErr for a statement that changes setting: a refusal (42501) says what to grant.
+func (p *Postgres) alterErr(op, setting string, err error) error {
+	var pgErr *pgconn.PgError
+	hint := ""
+	if errors.As(err, &pgErr) && pgErr.Code == "42501" {
+		hint = p.privilegeHint(setting)
+	}
+	return p.opErr(op, err, hint)
+}
+
+// dsnSecrets finds the passwords in a connection string, in keyword and URL form, also when it
+// does not parse.
+func dsnSecrets(dsn string) []string {
+	var out []string
+	add := func(s string) {
+		if s == "" {
+			return
+		}
+		out = append(out, s)
+		if u, err := url.PathUnescape(s); err == nil && u != s {
+			out = append(out, u)
+		}
+	}
+	if m := regexp.MustCompile(`^postgres(?:ql)?://[^:@/?#]*:([^/?#]*)@`).FindStringSubmatch(dsn); m != nil {
+		add(m[1])
+	}
+	for _, m := range regexp.MustCompile(`[?&]password=([^&#]*)`).FindAllStringSubmatch(dsn, -1) {
+		add(m[1])
+	}
+	for _, m := range regexp.MustCompile(`(?:^|\s)password\s*=\s*('(?:[^'\\]|\\.)*'?|\S+)`).FindAllStringSubmatch(dsn, -1) {
+		add(strings.Trim(m[1], "'"))
+	}
+	return out
+}
+
+// quoteIdent quotes a role name for a GRANT an operator will paste.
+func quoteIdent(name string) string {
+	if name == "" {
+		return "<role>"
+	}
+	if regexp.MustCompile(`^[a-z_][a-z0-9_$]*$`).MatchString(name) {
+		return name
+	}
+	return `"` + strings.ReplaceAll(name, `"`, `""`) + `"`
+}
+
+// quoteLiteral quotes a value for ALTER SYSTEM, which takes no parameters. The values come from
+// the rules and pass the guard's bounds; quoting makes any other value harmless.
+func quoteLiteral(v string) string {
+	return "'" + strings.ReplaceAll(v, "'", "''") + "'"
+}

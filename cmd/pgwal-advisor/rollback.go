@@ -1,0 +1,79 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pgwal-advisor/pgwal-advisor/advisor/apply"
+)
+
+func newRollbackCmd(g *globals) *cobra.Command {
+	var (
+		journal        string
+		all            bool
+		id             int
+		queryTimeout   time.Duration
+		confirmTimeout time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "rollback",
+		Short: "Restore the old values of changes the apply mode made, from its journal",
+		Long: `rollback restores what a change recorded before it was made: --id ID one change, --all every
+change still in effect, newest first. Each rollback is journaled (outcome rolled_back).
+
+PostgreSQL settings go back where they came from: a value that postgresql.auto.conf held is set
+there again (ALTER SYSTEM SET), otherwise the setting is reset (ALTER SYSTEM RESET) so that
+postgresql.conf, an include or the default applies again; then pg_reload_conf(). A restart
+setting (wal_buffers) the server already runs with the new value stays pending restart.
+Kernel settings: the ratio and bytes knobs both as they were (the ratio first, then a non-zero
+bytes value), and the sysctl.d file's line as it was (the file is removed when nothing is left).
+
+A change whose setting someone else has changed since is not touched: restoring it would undo
+their change. Connection and paths come from the global flags (--dsn, --path.procfs).
+
+Exit status: 0 when every rollback succeeded, 3 otherwise, 64 for a usage error.`,
+		Example: `  pgwal-advisor rollback --journal /var/lib/pgwal-advisor/apply.journal --id 3
+  pgwal-advisor rollback --journal /var/lib/pgwal-advisor/apply.journal --all`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if all == (id != 0) {
+				return fmt.Errorf("give either --all or --id ID: %w", errUsage)
+			}
+			if id < 0 {
+				return fmt.Errorf("--id %d: change IDs are positive (see the journal's intent records): %w", id, errUsage)
+			}
+			ctx := cmd.Context()
+			pg := apply.NewPostgres(g.dsn, apply.PostgresOptions{QueryTimeout: queryTimeout, ConfirmTimeout: confirmTimeout, Logger: g.logger})
+			defer closePostgres(ctx, pg)
+			// The sysctl.d file each kernel change used is in its journal record.
+			acts := []apply.Actuator{pg, apply.NewKernel(g.procfs, "", g.logger)}
+			results, err := apply.Rollback(ctx, apply.NewJournal(journal), acts, id, nil, g.logger)
+			out := cmd.OutOrStdout()
+			var werr error
+			if g.format == "json" {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				werr = enc.Encode(map[string]any{"journal": journal, "rollbacks": results})
+			} else {
+				werr = apply.WriteRollback(out, results)
+			}
+			if err != nil {
+				return err
+			}
+			if werr != nil {
+				return fmt.Errorf("write the rollback results: %w", werr)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&journal, "journal", apply.DefaultJournal, "the apply journal to roll back from")
+	f.BoolVar(&all, "all", false, "roll back every change still in effect, newest first")
+	f.IntVar(&id, "id", 0, "roll back one change (its id in the journal)")
+	f.DurationVar(&queryTimeout, "query-timeout", 5*time.Second, "timeout of each query to PostgreSQL")
+	f.DurationVar(&confirmTimeout, "confirm-timeout", apply.DefaultConfirmTimeout, "how long to wait for a reloaded setting to show its old value")
+	return cmd
+}
