@@ -279,7 +279,14 @@ func watch(ctx context.Context, w io.Writer, c *lab.Cluster, a *advisor.Advisor,
 func applyFindings(ctx context.Context, w io.Writer, c *lab.Cluster, st advisor.State, journal string, logger *zap.Logger) ([]Applied, error) {
 	pg := apply.NewPostgres(c.DSN(), apply.PostgresOptions{Logger: logger})
 	defer pg.Close(context.WithoutCancel(ctx))
-	m, err := apply.New(apply.Config{Mode: apply.ModeOn, Settings: apply.DefaultSettings(), Journal: journal}, nil, []apply.Actuator{pg}, logger)
+	// The demo changes its own cluster only, never this machine's kernel settings.
+	var settings []string
+	for _, s := range apply.DefaultSettings() {
+		if !strings.HasPrefix(s, "vm.") {
+			settings = append(settings, s)
+		}
+	}
+	m, err := apply.New(apply.Config{Mode: apply.ModeOn, Settings: settings, Journal: journal}, nil, []apply.Actuator{pg}, logger)
 	if err != nil {
 		return nil, err
 	}
