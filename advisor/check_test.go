@@ -18,21 +18,6 @@ import (
 	"github.com/pgwal-advisor/pgwal-advisor/rules"
 )
 
-// sharedTempDir makes a temporary directory the postgres user can traverse (t.TempDir() is
-// private to root) and removes it when the test ends.
-func sharedTempDir(t *testing.T, parent string) string {
-	t.Helper()
-	dir, err := os.MkdirTemp(parent, "pgwal-advisor-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}
-
 func newTestSampler(t *testing.T, c *lab.Cluster) *Sampler {
 	t.Helper()
 	pg := postgres.New(c.DSN(), postgres.Options{Logger: zaptest.NewLogger(t)})
@@ -72,7 +57,7 @@ func TestCheckFsyncOffIsCritical(t *testing.T) {
 }
 
 func TestCheckWALOnTmpfsIsCritical(t *testing.T) {
-	shm := sharedTempDir(t, "/dev/shm")
+	shm := lab.SharedTempDir(t, "/dev/shm")
 	c := lab.NewTestCluster(t, lab.ClusterOptions{WALDir: filepath.Join(shm, "wal")})
 	res, err := Check(context.Background(), newTestSampler(t, c), quickCheck(2*time.Second), zaptest.NewLogger(t))
 	if err != nil {
@@ -88,26 +73,9 @@ func TestCheckWALOnTmpfsIsCritical(t *testing.T) {
 // open_datasync under a bulk insert. The advisor must recommend fdatasync and larger WAL buffers.
 func TestCheckSeed001(t *testing.T) {
 	lab.RequireServer(t)
-	base := sharedTempDir(t, "")
-	src, mnt := filepath.Join(base, "src"), filepath.Join(base, "mnt")
-	for _, d := range []string{src, mnt} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	disk := simdisk.MountForTest(t, simdisk.Options{Latency: 4 * time.Millisecond})
+	mnt := disk.Mountpoint()
 	ctx := context.Background()
-	disk, err := simdisk.Mount(ctx, src, mnt, simdisk.Options{Latency: 4 * time.Millisecond}, zaptest.NewLogger(t))
-	if err != nil {
-		if os.Getenv("CI") == "" && strings.Contains(err.Error(), "needs FUSE") {
-			t.Skip(err)
-		}
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := disk.Close(); err != nil {
-			t.Errorf("unmount: %v", err)
-		}
-	})
 	probeDir := filepath.Join(mnt, "probe")
 	if err := os.Mkdir(probeDir, 0o755); err != nil {
 		t.Fatal(err)
@@ -169,7 +137,7 @@ func TestCheckDefaultClusterNoFalseAlarm(t *testing.T) {
 	if out, err := c.Command(ctx, "pgbench", "-i", "-q", "-s", "2").CombinedOutput(); err != nil {
 		t.Fatalf("pgbench -i: %v: %s", err, out)
 	}
-	probeDir := sharedTempDir(t, "")
+	probeDir := lab.SharedTempDir(t, "")
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	load := c.Command(loadCtx, "pgbench", "-n", "-c", "4", "-j", "2", "-T", "60")
 	if err := load.Start(); err != nil {

@@ -2,7 +2,6 @@ package apply
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -24,21 +23,6 @@ import (
 	"github.com/pgwal-advisor/pgwal-advisor/rules"
 )
 
-// sharedTempDir makes a temporary directory the postgres user can traverse (t.TempDir() is
-// private to root) and removes it when the test ends.
-func sharedTempDir(t *testing.T, parent string) string {
-	t.Helper()
-	dir, err := os.MkdirTemp(parent, "pgwal-apply-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}
-
 func newSampler(t *testing.T, c *lab.Cluster) *advisor.Sampler {
 	t.Helper()
 	pg := postgres.New(c.DSN(), postgres.Options{Logger: zaptest.NewLogger(t)})
@@ -53,35 +37,16 @@ func newPostgres(t *testing.T, dsn string) *Postgres {
 	return p
 }
 
-// setting reads a setting's value, source and sourcefile straight from pg_settings.
-func setting(t *testing.T, c *lab.Cluster, name string) (value, source, file string) {
-	t.Helper()
-	ctx := context.Background()
-	conn, err := c.Connect(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	var f *string
-	if err := conn.QueryRow(ctx, "SELECT current_setting(name), source, sourcefile FROM pg_settings WHERE name = $1", name).Scan(&value, &source, &f); err != nil {
-		t.Fatal(err)
-	}
-	if f != nil {
-		file = *f
-	}
-	return value, source, file
-}
-
 // waitSetting waits until a new connection sees name = want (after a reload).
 func waitSetting(t *testing.T, c *lab.Cluster, name, want string) {
 	t.Helper()
 	for range 100 {
-		if v, _, _ := setting(t, c, name); v == want {
+		if v, _, _ := lab.ReadSetting(t, c, name); v == want {
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	v, _, _ := setting(t, c, name)
+	v, _, _ := lab.ReadSetting(t, c, name)
 	t.Fatalf("%s = %s, want %s", name, v, want)
 }
 
@@ -111,7 +76,7 @@ func TestPostgresActuator(t *testing.T) {
 	if _, err := p.Restore(ctx, "checkpoint_completion_target", old); err != nil {
 		t.Fatal(err)
 	}
-	if v, src, file := setting(t, c, "checkpoint_completion_target"); v != "0.5" || src != "configuration file" || !strings.HasSuffix(file, "lab.conf") {
+	if v, src, file := lab.ReadSetting(t, c, "checkpoint_completion_target"); v != "0.5" || src != "configuration file" || !strings.HasSuffix(file, "lab.conf") {
 		t.Errorf("after Restore: %s from %s %s, want 0.5 from lab.conf", v, src, file)
 	}
 
@@ -136,7 +101,7 @@ func TestPostgresActuator(t *testing.T) {
 	if _, err := p.Restore(ctx, "max_wal_size", old); err != nil {
 		t.Fatal(err)
 	}
-	if v, _, file := setting(t, c, "max_wal_size"); v != "2GB" || !strings.HasSuffix(file, "postgresql.auto.conf") {
+	if v, _, file := lab.ReadSetting(t, c, "max_wal_size"); v != "2GB" || !strings.HasSuffix(file, "postgresql.auto.conf") {
 		t.Errorf("after Restore: max_wal_size %s from %s, want 2GB from postgresql.auto.conf", v, file)
 	}
 
@@ -155,7 +120,7 @@ func TestPostgresActuator(t *testing.T) {
 	if err := c.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if v, _, _ := setting(t, c, "wal_buffers"); v != "16MB" {
+	if v, _, _ := lab.ReadSetting(t, c, "wal_buffers"); v != "16MB" {
 		t.Fatalf("after the restart wal_buffers = %s", v)
 	}
 	live, err = p.Restore(ctx, "wal_buffers", old)
@@ -198,7 +163,7 @@ func TestPostgresActuator(t *testing.T) {
 	if _, err := ap.Restore(ctx, "wal_sync_method", old); err != nil {
 		t.Fatal(err)
 	}
-	if v, src, _ := setting(t, c, "wal_sync_method"); v != old.Value || src != old.Source {
+	if v, src, _ := lab.ReadSetting(t, c, "wal_sync_method"); v != old.Value || src != old.Source {
 		t.Errorf("after Restore by the granted role: %s (%s), want %s (%s)", v, src, old.Value, old.Source)
 	}
 
@@ -222,26 +187,9 @@ type seedRig struct {
 func newSeedRig(t *testing.T, settings map[string]string) *seedRig {
 	t.Helper()
 	lab.RequireServer(t)
-	base := sharedTempDir(t, "")
-	src, mnt := filepath.Join(base, "src"), filepath.Join(base, "mnt")
-	for _, d := range []string{src, mnt} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	disk := simdisk.MountForTest(t, simdisk.Options{Latency: 4 * time.Millisecond})
+	mnt := disk.Mountpoint()
 	ctx := context.Background()
-	disk, err := simdisk.Mount(ctx, src, mnt, simdisk.Options{Latency: 4 * time.Millisecond}, zaptest.NewLogger(t))
-	if err != nil {
-		if os.Getenv("CI") == "" && errors.Is(err, simdisk.ErrNoFUSE) {
-			t.Skip(err)
-		}
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := disk.Close(); err != nil {
-			t.Errorf("unmount: %v", err)
-		}
-	})
 	probeDir := filepath.Join(mnt, "probe")
 	if err := os.Mkdir(probeDir, 0o755); err != nil {
 		t.Fatal(err)
@@ -375,7 +323,7 @@ func TestApplySeed001(t *testing.T) {
 	if better == 0 {
 		t.Errorf("verified without a better figure: %+v", v.Comparison)
 	}
-	if val, _, file := setting(t, r.c, collector.WALSyncMethod); val != "fdatasync" || !strings.HasSuffix(file, "postgresql.auto.conf") {
+	if val, _, file := lab.ReadSetting(t, r.c, collector.WALSyncMethod); val != "fdatasync" || !strings.HasSuffix(file, "postgresql.auto.conf") {
 		t.Errorf("wal_sync_method = %s from %s, want fdatasync from postgresql.auto.conf", val, file)
 	}
 
@@ -398,7 +346,7 @@ func TestApplySeed001(t *testing.T) {
 			t.Errorf("a change after the operator's: %+v", rec)
 		}
 	}
-	if val, _, _ := setting(t, r.c, collector.WALSyncMethod); val != "fsync" {
+	if val, _, _ := lab.ReadSetting(t, r.c, collector.WALSyncMethod); val != "fsync" {
 		t.Errorf("wal_sync_method = %s, want the operator's fsync", val)
 	}
 	st := m.Status()
@@ -440,7 +388,7 @@ func TestApplyRegressionRolledBack(t *testing.T) {
 	if rb.Before == nil || rb.After == nil || !strings.Contains(rb.Reason, "worse") {
 		t.Errorf("rolled_back record without its evidence: %+v", rb)
 	}
-	if val, src, file := setting(t, r.c, collector.WALSyncMethod); val != "fdatasync" || src != "configuration file" || !strings.HasSuffix(file, "lab.conf") {
+	if val, src, file := lab.ReadSetting(t, r.c, collector.WALSyncMethod); val != "fdatasync" || src != "configuration file" || !strings.HasSuffix(file, "lab.conf") {
 		t.Errorf("after the rollback wal_sync_method = %s from %s %s, want fdatasync from lab.conf", val, src, file)
 	}
 	// The rules' own findings from the bad window (fdatasync, back) clear after the tracker's
@@ -568,10 +516,10 @@ func TestApplyCrashReconciled(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(300 * time.Millisecond)
-	if v, src, _ := setting(t, c, "checkpoint_completion_target"); v != "0.9" || src != "default" {
+	if v, src, _ := lab.ReadSetting(t, c, "checkpoint_completion_target"); v != "0.9" || src != "default" {
 		t.Errorf("checkpoint_completion_target = %s (%s) after a reload, want the default 0.9", v, src)
 	}
-	if v, _, _ := setting(t, c, "max_wal_size"); v != "4GB" {
+	if v, _, _ := lab.ReadSetting(t, c, "max_wal_size"); v != "4GB" {
 		t.Errorf("max_wal_size = %s, want the other party's 4GB left alone", v)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"regexp"
 	"strings"
 	"sync"
@@ -13,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"go.uber.org/zap"
+
+	"github.com/pgwal-advisor/pgwal-advisor/collector/postgres"
 )
 
 // DefaultQueryTimeout bounds each query of the Postgres actuator.
@@ -346,7 +347,7 @@ func (p *Postgres) ensureConn(ctx context.Context) error {
 		return nil
 	}
 	p.conn = nil
-	p.secrets = dsnSecrets(p.dsn)
+	p.secrets = postgres.DSNSecrets(p.dsn)
 	cfg, err := pgx.ParseConfig(p.dsn)
 	if err != nil {
 		return p.opErr("parse --dsn", err, "use libpq keyword=value form or a postgres:// URL")
@@ -375,37 +376,9 @@ func (p *Postgres) ensureConn(ctx context.Context) error {
 	return nil
 }
 
-// opError is a failed step: what was attempted, the cause, and what to do. Its text never
-// carries the DSN's password (the collector's approach: collector/postgres/errors.go).
-type opError struct {
-	op      string
-	err     error
-	hint    string
-	secrets []string
-}
-
-func (e *opError) Error() string {
-	cause := e.err.Error()
-	var ce *pgconn.ConnectError
-	if errors.As(e.err, &ce) && ce.Unwrap() != nil {
-		cause = ce.Unwrap().Error()
-	}
-	msg := e.op + ": " + strings.Join(strings.Fields(cause), " ")
-	if e.hint != "" {
-		msg += " (" + e.hint + ")"
-	}
-	for _, s := range e.secrets {
-		if s != "" {
-			msg = strings.ReplaceAll(msg, s, "xxxxx")
-		}
-	}
-	return msg
-}
-
-func (e *opError) Unwrap() error { return e.err }
-
+// opErr is a failed step whose text never carries the DSN's password (the collector's error type).
 func (p *Postgres) opErr(op string, err error, hint string) error {
-	return &opError{op: op, err: err, hint: hint, secrets: p.secrets}
+	return &postgres.OpError{Op: op, Err: err, Hint: hint, Secrets: p.secrets}
 }
 
 // alterErr is opErr for a statement that changes setting: a refusal (42501) says what to grant.
@@ -416,31 +389,6 @@ func (p *Postgres) alterErr(op, setting string, err error) error {
 		hint = p.privilegeHint(setting)
 	}
 	return p.opErr(op, err, hint)
-}
-
-// dsnSecrets finds the passwords in a connection string, in keyword and URL form, also when it
-// does not parse.
-func dsnSecrets(dsn string) []string {
-	var out []string
-	add := func(s string) {
-		if s == "" {
-			return
-		}
-		out = append(out, s)
-		if u, err := url.PathUnescape(s); err == nil && u != s {
-			out = append(out, u)
-		}
-	}
-	if m := regexp.MustCompile(`^postgres(?:ql)?://[^:@/?#]*:([^/?#]*)@`).FindStringSubmatch(dsn); m != nil {
-		add(m[1])
-	}
-	for _, m := range regexp.MustCompile(`[?&]password=([^&#]*)`).FindAllStringSubmatch(dsn, -1) {
-		add(m[1])
-	}
-	for _, m := range regexp.MustCompile(`(?:^|\s)password\s*=\s*('(?:[^'\\]|\\.)*'?|\S+)`).FindAllStringSubmatch(dsn, -1) {
-		add(strings.Trim(m[1], "'"))
-	}
-	return out
 }
 
 // quoteIdent quotes a role name for a GRANT an operator will paste.

@@ -16,25 +16,6 @@ import (
 	"github.com/pgwal-advisor/pgwal-advisor/rules"
 )
 
-// pgSetting reads a setting's value and where it comes from.
-func pgSetting(t *testing.T, c *lab.Cluster, name string) (value, source, file string) {
-	t.Helper()
-	ctx := context.Background()
-	conn, err := c.Connect(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	var f *string
-	if err := conn.QueryRow(ctx, "SELECT current_setting(name), source, sourcefile FROM pg_settings WHERE name = $1", name).Scan(&value, &source, &f); err != nil {
-		t.Fatal(err)
-	}
-	if f != nil {
-		file = *f
-	}
-	return value, source, file
-}
-
 // TestApplyAndRollbackCLI: `apply` shows the diff and refuses the durability trades (never-auto)
 // even with --yes, `apply --yes` applies the rest once, journaled, and `rollback --all` puts
 // every setting back where it came from: lab.conf's back to lab.conf (not postgresql.auto.conf),
@@ -73,7 +54,7 @@ func TestApplyAndRollbackCLI(t *testing.T) {
 	if _, err := os.Stat(journal); !os.IsNotExist(err) {
 		t.Errorf("apply --dry-run wrote the journal")
 	}
-	if v, _, _ := pgSetting(t, c, "bgwriter_flush_after"); v != "0" {
+	if v, _, _ := lab.ReadSetting(t, c, "bgwriter_flush_after"); v != "0" {
 		t.Errorf("apply --dry-run changed bgwriter_flush_after to %s", v)
 	}
 
@@ -86,7 +67,7 @@ func TestApplyAndRollbackCLI(t *testing.T) {
 		t.Errorf("apply --yes does not say how to roll back:\n%s", out)
 	}
 	for name, want := range map[string]string{"checkpoint_flush_after": "256kB", "bgwriter_flush_after": "512kB", "fsync": "off", "synchronous_commit": "off"} {
-		if v, _, _ := pgSetting(t, c, name); v != want {
+		if v, _, _ := lab.ReadSetting(t, c, name); v != want {
 			t.Errorf("after apply --yes %s = %s, want %s", name, v, want)
 		}
 	}
@@ -139,10 +120,10 @@ func TestApplyAndRollbackCLI(t *testing.T) {
 		t.Fatalf("rollback --all exited %d: %s\n%s", code, stderr, out)
 	}
 	t.Logf("rollback --all:\n%s", out)
-	if v, src, file := pgSetting(t, c, "bgwriter_flush_after"); v != "0" || src != "configuration file" || !strings.HasSuffix(file, "lab.conf") {
+	if v, src, file := lab.ReadSetting(t, c, "bgwriter_flush_after"); v != "0" || src != "configuration file" || !strings.HasSuffix(file, "lab.conf") {
 		t.Errorf("after rollback bgwriter_flush_after = %s from %s %s, want 0 from lab.conf", v, src, file)
 	}
-	if v, _, file := pgSetting(t, c, "checkpoint_flush_after"); v != "0" || !strings.HasSuffix(file, "postgresql.auto.conf") {
+	if v, _, file := lab.ReadSetting(t, c, "checkpoint_flush_after"); v != "0" || !strings.HasSuffix(file, "postgresql.auto.conf") {
 		t.Errorf("after rollback checkpoint_flush_after = %s from %s, want the operator's 0 in postgresql.auto.conf", v, file)
 	}
 	for knob, want := range map[string]string{"dirty_background_bytes": "0", "dirty_background_ratio": "10"} {

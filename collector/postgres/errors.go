@@ -14,25 +14,28 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// opError is a step that failed: what was attempted, the cause, and what to do about it. It is a
+// OpError is a step that failed: what was attempted, the cause, and what to do about it. It is a
 // type rather than fmt.Errorf so that the advice can follow the cause ("op: cause (hint)" reads
 // as one line for an operator), and so that its text never carries a password from the DSN.
-type opError struct {
-	op      string
-	err     error
-	hint    string
-	secrets []string
+// advisor/apply builds its errors with it too, with its own hints.
+type OpError struct {
+	Op  string
+	Err error
+	// Hint says what an operator can do; empty: nothing to add.
+	Hint string
+	// Secrets are replaced wherever they occur in the text: DSNSecrets and the parsed password.
+	Secrets []string
 }
 
-func (e *opError) Error() string {
-	msg := e.op + ": " + causeText(e.err)
-	if e.hint != "" {
-		msg += " (" + e.hint + ")"
+func (e *OpError) Error() string {
+	msg := e.Op + ": " + causeText(e.Err)
+	if e.Hint != "" {
+		msg += " (" + e.Hint + ")"
 	}
-	return redact(msg, e.secrets)
+	return redact(msg, e.Secrets)
 }
 
-func (e *opError) Unwrap() error { return e.err }
+func (e *OpError) Unwrap() error { return e.Err }
 
 // causeText is err's text on one line. pgx's ConnectError repeats the user and database that
 // the op already names, so its inner error is shown instead.
@@ -56,10 +59,10 @@ func redact(s string, secrets []string) string {
 	return s
 }
 
-// dsnSecrets finds the passwords in a connection string, in keyword (password=...) and URL
+// DSNSecrets finds the passwords in a connection string, in keyword (password=...) and URL
 // (postgres://user:password@host, ?password=...) form, also when it does not parse: pgx redacts
 // the passwords it recognizes in its parse errors, but only on a best-effort basis.
-func dsnSecrets(dsn string) []string {
+func DSNSecrets(dsn string) []string {
 	var secrets []string
 	add := func(s string) {
 		if s == "" {

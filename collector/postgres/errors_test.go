@@ -63,9 +63,9 @@ func TestDSNSecrets(t *testing.T) {
 		{"", nil},
 	}
 	for _, tt := range tests {
-		got := dsnSecrets(tt.dsn)
+		got := DSNSecrets(tt.dsn)
 		if strings.Join(got, "|") != strings.Join(tt.want, "|") {
-			t.Errorf("dsnSecrets(%q) = %q, want %q", tt.dsn, got, tt.want)
+			t.Errorf("DSNSecrets(%q) = %q, want %q", tt.dsn, got, tt.want)
 		}
 	}
 }

@@ -296,10 +296,10 @@ func (c *Collector) ensureConn(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	c.conn = nil
-	c.secrets = dsnSecrets(c.dsn)
+	c.secrets = DSNSecrets(c.dsn)
 	cfg, err := pgx.ParseConfig(c.dsn)
 	if err != nil {
-		return false, &opError{op: "parse --dsn", err: err, hint: "use libpq keyword=value form or a postgres:// URL", secrets: c.secrets}
+		return false, &OpError{Op: "parse --dsn", Err: err, Hint: "use libpq keyword=value form or a postgres:// URL", Secrets: c.secrets}
 	}
 	// The password may also come from PGPASSWORD or ~/.pgpass.
 	c.secrets = append(c.secrets, cfg.Password)
@@ -324,12 +324,12 @@ func (c *Collector) ensureConn(ctx context.Context) (bool, error) {
 		if hint == "" {
 			hint = "check --dsn"
 		}
-		return false, &opError{op: op, err: err, hint: hint, secrets: c.secrets}
+		return false, &OpError{Op: op, Err: err, Hint: hint, Secrets: c.secrets}
 	}
 	info, err := readServerInfo(cctx, conn)
 	if err != nil {
 		closeQuietly(conn)
-		return false, &opError{op: op + ": read the server version", err: err, hint: hintFor(err, cfg.User, c.timeout), secrets: c.secrets}
+		return false, &OpError{Op: op + ": read the server version", Err: err, Hint: hintFor(err, cfg.User, c.timeout), Secrets: c.secrets}
 	}
 	c.conn, c.server = conn, info
 	c.logger.Info("connected to postgresql",
@@ -387,7 +387,7 @@ func closeQuietly(conn *pgx.Conn) {
 
 // opErr describes a failed query with what to do about it.
 func (c *Collector) opErr(op string, err error) error {
-	return &opError{op: op, err: err, hint: hintFor(err, c.server.user, c.timeout), secrets: c.secrets}
+	return &OpError{Op: op, Err: err, Hint: hintFor(err, c.server.user, c.timeout), Secrets: c.secrets}
 }
 
 // resolveWALDir sets WALDir: --wal-dir when given, else data_directory/pg_wal with symlinks

@@ -41,3 +41,39 @@ func NewTestCluster(t testing.TB, opts ClusterOptions) *Cluster {
 	})
 	return c
 }
+
+// SharedTempDir makes a temporary directory under parent ("": os.TempDir()) that the server's
+// user can traverse, for a WAL directory or a probe file (t.TempDir() is private to the user
+// running the test), and removes it when the test ends.
+func SharedTempDir(t testing.TB, parent string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp(parent, "pgwal-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// ReadSetting reads a setting's running value, its source and its source file ("" when
+// pg_settings shows none) straight from pg_settings, over a connection of its own.
+func ReadSetting(t testing.TB, c *Cluster, name string) (value, source, file string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := c.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var f *string
+	if err := conn.QueryRow(ctx, "SELECT current_setting(name), source, sourcefile FROM pg_settings WHERE name = $1", name).Scan(&value, &source, &f); err != nil {
+		t.Fatal(err)
+	}
+	if f != nil {
+		file = *f
+	}
+	return value, source, file
+}

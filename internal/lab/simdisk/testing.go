@@ -12,11 +12,21 @@ import (
 )
 
 // MountForTest mounts a simulated disk over a fresh source directory for a test and unmounts it
-// when the test ends, whether it passed or not. It skips the test when FUSE cannot be mounted
+// when the test ends, whether it passed or not. Both lie in a directory that other users can
+// traverse, so a throwaway cluster's server can keep its WAL on the disk. It skips the test when FUSE cannot be mounted
 // here, except in CI (CI=true), where that is a broken set-up and fails the test.
 func MountForTest(t testing.TB, opts Options) *Disk {
 	t.Helper()
-	dir := t.TempDir()
+	// Not t.TempDir(): it is private to the user running the test. lab.SharedTempDir does the
+	// same, but simdisk stays free of the cluster package and its driver.
+	dir, err := os.MkdirTemp("", "simdisk-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
 	src, mnt := filepath.Join(dir, "src"), filepath.Join(dir, "mnt")
 	for _, p := range []string{src, mnt} {
 		if err := os.Mkdir(p, 0o755); err != nil {
@@ -35,7 +45,7 @@ func MountForTest(t testing.TB, opts Options) *Disk {
 	if err != nil {
 		t.Fatalf("mount simulated disk: %v", err)
 	}
-	// Registered after t.TempDir, so it runs before the directories are removed.
+	// Registered after the directory's removal, so it runs before it.
 	t.Cleanup(func() {
 		if err := d.Close(); err != nil {
 			t.Errorf("unmount simulated disk: %v", err)
