@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -51,10 +52,14 @@ func (n *node) backingPath() string {
 
 // openFlags returns the flags to open the backing file with. O_DIRECT is dropped: the kernel
 // already sends O_DIRECT I/O to us uncached, and the backing file system may refuse it (tmpfs
-// before Linux 6.6), as may its alignment rules. O_SYNC and O_DSYNC are passed on, so that a
-// real backing disk syncs too.
+// before Linux 6.6), as may its alignment rules. O_SYNC and O_DSYNC are dropped too: the
+// kernel follows every write(2) to such a file with an FSYNC request, which syncs the backing
+// file within the device's simulated service time (Disk.sync). Passed on, they would make the
+// backing write itself synchronous, before that time starts, and a synchronous write would
+// cost the configured latency plus the real disk's sync.
 func openFlags(flags uint32) (backing uint32, syncWrites bool) {
-	return flags &^ syscall.O_DIRECT, flags&unix.O_DSYNC != 0 // O_SYNC includes the O_DSYNC bit
+	// O_SYNC includes the O_DSYNC bit.
+	return flags &^ (syscall.O_DIRECT | unix.O_SYNC | unix.O_DSYNC), flags&unix.O_DSYNC != 0
 }
 
 func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
@@ -184,7 +189,7 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, 
 }
 
 func (d *dirHandle) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno {
-	return d.disk.sync(func() syscall.Errno { return d.loopbackDir.Fsyncdir(ctx, flags) })
+	return d.disk.sync(time.Now(), func() syscall.Errno { return d.loopbackDir.Fsyncdir(ctx, flags) })
 }
 
 // preserveByPath saves the node's persisted data in [off, end) when no file handle is at hand.
@@ -214,6 +219,10 @@ type handle struct {
 	fd         int
 	syncWrites bool // opened with O_SYNC or O_DSYNC
 	untracked  bool // not in the volatile cache's undo log (an O_TMPFILE file)
+	// syncWriteArrived is when the first write request of a write(2) to an O_SYNC/O_DSYNC file
+	// arrived, as nanoseconds since the disk's epoch, until the FSYNC that completes that
+	// write(2) takes it; 0 when no such write is pending.
+	syncWriteArrived atomic.Int64
 }
 
 // newHandle wraps a loopback file handle; on failure it releases it.
@@ -252,6 +261,9 @@ func (h *handle) reopen() (*os.File, error) {
 }
 
 func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	// The transfer is timed from the request's arrival, as a sync is (Disk.sync): the backing
+	// write happens within the simulated transfer time, not before it.
+	arrived := time.Now()
 	d := h.disk
 	var (
 		n     uint32
@@ -273,15 +285,25 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 		// The sync itself is charged in Fsync: after each write(2) to an O_SYNC/O_DSYNC file
 		// the kernel sends FUSE an FSYNC (generic_write_sync in fs/fuse/file.c). Charging it
 		// here as well would count every synchronous write twice, and a write larger than
-		// max_write (128 KiB), which reaches us in pieces, several times.
+		// max_write (128 KiB), which reaches us in pieces, several times. That FSYNC is timed
+		// from this write's arrival: for the device a synchronous write is one operation, and
+		// the FUSE round trip between the two requests is no part of it. Only the first
+		// piece of a write(2) sets the time.
 		d.stats.syncWrites.Add(1)
+		if errno == 0 {
+			h.syncWriteArrived.CompareAndSwap(0, max(int64(arrived.Sub(d.epoch)), 1))
+		}
 	}
-	d.waitUntil(d.dev.reserve(time.Now(), int64(n), false))
+	d.waitUntil(d.dev.reserve(arrived, int64(n), false))
 	return n, errno
 }
 
 func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
-	return h.disk.sync(func() syscall.Errno { return h.LoopbackFile.Fsync(ctx, flags) })
+	arrived := time.Now()
+	if w := h.syncWriteArrived.Swap(0); w != 0 {
+		arrived = h.disk.epoch.Add(time.Duration(w))
+	}
+	return h.disk.sync(arrived, func() syscall.Errno { return h.LoopbackFile.Fsync(ctx, flags) })
 }
 
 func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) syscall.Errno {

@@ -17,6 +17,15 @@
 //     disk is one serial device: writes and syncs queue and complete one after the other.
 //     Without one, writes cost nothing and concurrent syncs do not wait for each other.
 //
+// A cost is the device's whole service time, counted from the request's arrival (for an
+// O_SYNC/O_DSYNC write(2), from its write's arrival): the backing file's own write and sync
+// happen within it, and the operation completes at arrival plus cost, or when the backing file
+// is done if that takes longer. The wait is timed to microseconds (wakeClock). What the
+// simulator cannot remove is FUSE's round trip between the calling process and this one,
+// tens to a couple of hundred microseconds per request on the lab machines, more when the CPUs
+// are busy: a program sees a 4 ms sync take about 4.05-4.2 ms, and a buffered write before an
+// fdatasync adds its own round trip (docs/probes.md has the measured figures).
+//
 // The volatile cache (Options.VolatileCache) models the data of regular files: a sync is
 // acknowledged at once and persists nothing; FlushCache (or the periodic FlushInterval) is the
 // drive writing its cache out; PowerCut returns every file to its contents and size at the last
@@ -136,6 +145,10 @@ type Disk struct {
 	cache      *volatileCache // nil for an honest device
 	server     *fuse.Server
 	stats      counters
+	clock      wakeClock
+	// epoch is when the disk was mounted: operations in flight keep their arrival times as
+	// offsets from it, in atomics, without losing the monotonic clock.
+	epoch time.Time
 
 	closing     chan struct{} // closed by Close: releases waiting operations, stops the flusher
 	flusherDone chan struct{}
@@ -180,6 +193,7 @@ func Mount(ctx context.Context, source, mountpoint string, opts Options, logger 
 		dev:         newDevice(opts.Latency, opts.Jitter, opts.BandwidthBytesPerSec, opts.Seed),
 		closing:     make(chan struct{}),
 		flusherDone: make(chan struct{}),
+		epoch:       time.Now(),
 	}
 	if opts.VolatileCache {
 		d.cache = newVolatileCache()
@@ -375,15 +389,22 @@ func (d *Disk) flushEvery(interval time.Duration) {
 	}
 }
 
-// sync runs a sync request: on an honest disk it syncs the backing file and pays the device's
-// sync cost; with the volatile cache it is acknowledged at once and persists nothing.
-func (d *Disk) sync(backing func() syscall.Errno) syscall.Errno {
+// sync runs a sync request that arrived at arrived (for the FSYNC completing an O_SYNC/O_DSYNC
+// write(2), when that write arrived): on an honest disk it syncs the backing file and completes
+// when the device's sync cost, counted from the arrival, is paid; with the volatile cache it is
+// acknowledged at once and persists nothing.
+//
+// The backing file's own sync runs inside the simulated service time rather than before it:
+// otherwise every sync would cost the configured latency plus the real disk's (about 0.1-0.3 ms
+// here), and a "4 ms" disk would be measured at 4.5 ms. A backing sync slower than the latency
+// is what the sync then costs.
+func (d *Disk) sync(arrived time.Time, backing func() syscall.Errno) syscall.Errno {
 	d.stats.syncs.Add(1)
 	if d.cache != nil {
 		return 0
 	}
 	errno := backing()
-	d.waitUntil(d.dev.reserve(time.Now(), 0, true))
+	d.waitUntil(d.dev.reserve(arrived, 0, true))
 	return errno
 }
 
@@ -396,12 +417,7 @@ func (d *Disk) waitUntil(t time.Time) {
 		return
 	}
 	d.stats.waitedNs.Add(int64(wait))
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-	case <-d.closing:
-	}
+	d.clock.sleepUntil(t, d.closing)
 }
 
 // preserve saves a file's persisted data in [off, end) into the volatile cache's undo log
