@@ -32,5 +32,12 @@ test-go:
 demo: deps build
 	$(BIN) demo
 
+# bench-probe prints the probe's accuracy and cost against pg_test_fsync, side by side on the
+# bare disk and on the simulated disk at 1 ms and 4 ms (that part needs root and /dev/fuse).
+# It takes about 6 minutes (pg_test_fsync at its default 5 s per test). Options through
+# BENCHPROBE_FLAGS, e.g. BENCHPROBE_FLAGS="-json" or "-runs 3 -save bench.json".
+bench-probe:
+	$(GO) run ./internal/lab/benchprobe $(BENCHPROBE_FLAGS)
+
 clean:
 	rm -rf bin
