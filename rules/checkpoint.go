@@ -370,7 +370,7 @@ func evalCheckpointStalls(in Input) Result {
 				Severity:    Warning,
 				Setting:     collector.MaxWALSize,
 				Current:     cur,
-				Recommended: pgBytes(rec),
+				Recommended: collector.FormatMemory(rec),
 				Action:      ActionReload,
 				Summary: fmt.Sprintf("%.0f of %.0f checkpoints in the last %s were requested, not timed: at %s/s of WAL, "+
 					"max_wal_size=%s forces a checkpoint before checkpoint_timeout%s.",

@@ -60,7 +60,7 @@ func (s settings) bytes(name string) (int64, bool) {
 	if v.Bytes != nil {
 		return *v.Bytes, *v.Bytes >= 0
 	}
-	unit, ok := unitBytes(v.Unit)
+	unit, ok := collector.UnitBytes(v.Unit)
 	if !ok {
 		return 0, false
 	}
@@ -84,17 +84,11 @@ func (s settings) seconds(name string) (float64, bool) {
 	if err != nil {
 		return 0, false
 	}
-	switch v.Unit {
-	case "ms":
-		return f / 1e3, true
-	case "us":
-		return f / 1e6, true
-	case "s":
-		return f, true
-	case "min":
-		return f * 60, true
+	unit, ok := collector.UnitSeconds(v.Unit)
+	if !ok {
+		return 0, false
 	}
-	return 0, false
+	return f * unit, true
 }
 
 // number reads a plain numeric setting (checkpoint_completion_target, commit_siblings).
@@ -109,48 +103,6 @@ func (s settings) number(name string) (float64, bool) {
 	}
 	f, err := strconv.ParseFloat(raw, 64)
 	return f, err == nil
-}
-
-// unitBytes converts a pg_settings memory unit ("8kB", "kB", "MB", "B") to bytes.
-func unitBytes(unit string) (int64, bool) {
-	num, suffix := 1, unit
-	if i := strings.IndexFunc(unit, func(r rune) bool { return r < '0' || r > '9' }); i > 0 {
-		n, err := strconv.Atoi(unit[:i])
-		if err != nil {
-			return 0, false
-		}
-		num, suffix = n, unit[i:]
-	}
-	var mult int64
-	switch suffix {
-	case "B":
-		mult = 1
-	case "kB":
-		mult = 1 << 10
-	case "MB":
-		mult = 1 << 20
-	case "GB":
-		mult = 1 << 30
-	case "TB":
-		mult = 1 << 40
-	default:
-		return 0, false
-	}
-	return int64(num) * mult, true
-}
-
-// pgBytes writes a byte count the way postgresql.conf takes it, in the largest unit that
-// divides it exactly ("64kB", "16MB").
-func pgBytes(n int64) string {
-	for _, u := range []struct {
-		name string
-		size int64
-	}{{"TB", 1 << 40}, {"GB", 1 << 30}, {"MB", 1 << 20}, {"kB", 1 << 10}} {
-		if n != 0 && n%u.size == 0 {
-			return strconv.FormatInt(n/u.size, 10) + u.name
-		}
-	}
-	return strconv.FormatInt(n, 10) + "B"
 }
 
 // humanBytes writes a byte count for a summary ("93MB", "6.4GB").

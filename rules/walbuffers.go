@@ -119,7 +119,7 @@ func evalWALBuffersSmall(in Input) Result {
 		Severity:    Warning,
 		Setting:     collector.WALBuffers,
 		Current:     cv,
-		Recommended: pgBytes(next),
+		Recommended: collector.FormatMemory(next),
 		Action:      ActionRestart,
 		Summary: fmt.Sprintf("The WAL buffers (wal_buffers=%s) fill %.0f times a second, %s of WAL writes; %s%s.",
 			cv, b.Rate, pct(b.Share), why, pending),

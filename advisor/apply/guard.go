@@ -133,7 +133,7 @@ func checkBounds(sp spec, target string, in guardInput) string {
 			limit = k.VM.DirtyBytes
 		}
 		if int64(v) >= limit {
-			return fmt.Sprintf("%s=%s is not below the dirty threshold (%s, vm.dirty_bytes or vm.dirty_ratio): the kernel would halve it", sp.name, target, humanBytes(float64(limit)))
+			return fmt.Sprintf("%s=%s is not below the dirty threshold (%s, vm.dirty_bytes or vm.dirty_ratio): the kernel would halve it", sp.name, target, collector.FormatMemory(limit))
 		}
 	case KnobDirtyBytes:
 		bg := k.DirtyBackgroundThresholdBytes
@@ -141,7 +141,7 @@ func checkBounds(sp spec, target string, in guardInput) string {
 			bg = k.VM.DirtyBackgroundBytes
 		}
 		if int64(v) <= bg {
-			return fmt.Sprintf("%s=%s is not above the background threshold (%s): apply vm.dirty_background_bytes first", sp.name, target, humanBytes(float64(bg)))
+			return fmt.Sprintf("%s=%s is not above the background threshold (%s): apply vm.dirty_background_bytes first", sp.name, target, collector.FormatMemory(bg))
 		}
 	}
 	return ""

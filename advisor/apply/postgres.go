@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"go.uber.org/zap"
 
+	"github.com/pgwal-advisor/pgwal-advisor/collector"
 	"github.com/pgwal-advisor/pgwal-advisor/collector/postgres"
 )
 
@@ -135,7 +136,7 @@ func (p *Postgres) SegmentBytes(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return parseMemory(v.Value)
+	return collector.ParseMemory(v.Value)
 }
 
 // Set writes name = value with ALTER SYSTEM, reloads, and waits until the running value is

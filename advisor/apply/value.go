@@ -5,6 +5,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/pgwal-advisor/pgwal-advisor/collector"
 )
 
 // Value is a setting as it is live, with what is needed to restore it exactly. The journal
@@ -45,12 +47,12 @@ func sameValue(setting, a, b string) bool {
 	sp, _ := specFor(setting)
 	switch sp.kind {
 	case kindMemory:
-		x, err1 := parseMemory(a)
-		y, err2 := parseMemory(b)
+		x, err1 := collector.ParseMemory(a)
+		y, err2 := collector.ParseMemory(b)
 		return err1 == nil && err2 == nil && x == y
 	case kindSeconds:
-		x, err1 := parseSeconds(a)
-		y, err2 := parseSeconds(b)
+		x, err1 := collector.ParseSeconds(a)
+		y, err2 := collector.ParseSeconds(b)
 		return err1 == nil && err2 == nil && math.Abs(x-y) < 1e-9
 	case kindBool:
 		x, ok1 := parseBool(a)
@@ -64,54 +66,6 @@ func sameValue(setting, a, b string) bool {
 	x, err1 := strconv.ParseFloat(a, 64)
 	y, err2 := strconv.ParseFloat(b, 64)
 	return err1 == nil && err2 == nil && x == y
-}
-
-// parseMemory reads a PostgreSQL memory size ("64kB", "16MB", "1GB", "8192" bytes for a
-// unitless number). kB is 1024 bytes, as in PostgreSQL.
-func parseMemory(s string) (int64, error) {
-	s = strings.TrimSpace(s)
-	i := 0
-	for i < len(s) && (s[i] >= '0' && s[i] <= '9' || i == 0 && s[i] == '-') {
-		i++
-	}
-	n, err := strconv.ParseInt(s[:i], 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("parse memory size %q: want a number and a unit such as 16MB", s)
-	}
-	mult := int64(1)
-	switch strings.TrimSpace(s[i:]) {
-	case "", "B":
-	case "kB":
-		mult = 1 << 10
-	case "MB":
-		mult = 1 << 20
-	case "GB":
-		mult = 1 << 30
-	case "TB":
-		mult = 1 << 40
-	default:
-		return 0, fmt.Errorf("parse memory size %q: unknown unit %q (want B, kB, MB, GB or TB)", s, s[i:])
-	}
-	return n * mult, nil
-}
-
-// parseSeconds reads a PostgreSQL time ("5min", "30s", "200ms"); a bare number is seconds.
-func parseSeconds(s string) (float64, error) {
-	s = strings.TrimSpace(s)
-	i := 0
-	for i < len(s) && (s[i] >= '0' && s[i] <= '9' || s[i] == '.' || i == 0 && s[i] == '-') {
-		i++
-	}
-	n, err := strconv.ParseFloat(s[:i], 64)
-	if err != nil {
-		return 0, fmt.Errorf("parse time %q: want a number and a unit such as 5min", s)
-	}
-	scale := map[string]float64{"": 1, "us": 1e-6, "ms": 1e-3, "s": 1, "min": 60, "h": 3600, "d": 86400}
-	f, ok := scale[strings.TrimSpace(s[i:])]
-	if !ok {
-		return 0, fmt.Errorf("parse time %q: unknown unit %q (want us, ms, s, min, h or d)", s, s[i:])
-	}
-	return n * f, nil
 }
 
 // parseBool reads PostgreSQL's boolean spellings.
@@ -144,10 +98,10 @@ func parseKnob(s string) (int64, error) {
 func numeric(sp spec, v string) (float64, bool, error) {
 	switch sp.kind {
 	case kindMemory:
-		n, err := parseMemory(v)
+		n, err := collector.ParseMemory(v)
 		return float64(n), true, err
 	case kindSeconds:
-		n, err := parseSeconds(v)
+		n, err := collector.ParseSeconds(v)
 		return n, true, err
 	case kindKernelBytes:
 		n, err := parseKnob(v)
@@ -160,18 +114,4 @@ func numeric(sp spec, v string) (float64, bool, error) {
 		return n, true, nil
 	}
 	return 0, false, nil
-}
-
-// humanBytes prints a byte count the way PostgreSQL writes memory settings when it divides
-// evenly ("16MB"), else in bytes.
-func humanBytes(n float64) string {
-	for _, u := range []struct {
-		name string
-		size float64
-	}{{"TB", 1 << 40}, {"GB", 1 << 30}, {"MB", 1 << 20}, {"kB", 1 << 10}} {
-		if n != 0 && math.Mod(n, u.size) == 0 {
-			return strconv.FormatFloat(n/u.size, 'f', -1, 64) + u.name
-		}
-	}
-	return strconv.FormatFloat(n, 'f', -1, 64) + "B"
 }

@@ -1,9 +1,7 @@
 package postgres
 
 import (
-	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/pgwal-advisor/pgwal-advisor/collector"
 )
@@ -80,21 +78,16 @@ func settingFromRow(r settingRow) collector.Setting {
 		// has no microsecond unit for integers; PostgreSQL docs, commit_delay).
 		unit = "us"
 	}
-	kind, scale, ok := unitScale(unit)
-	if !ok {
-		return s
-	}
 	raw, err := strconv.ParseFloat(r.Setting, 64)
 	// Negative values are sentinels ("-1: use the default", "disabled"), not sizes or durations.
 	if err != nil || raw < 0 {
 		return s
 	}
-	switch kind {
-	case memoryUnit:
-		b := int64(raw * scale)
-		s.Bytes = &b
-	case timeUnit:
-		sec := raw * scale
+	if b, ok := collector.UnitBytes(unit); ok {
+		n := int64(raw * float64(b))
+		s.Bytes = &n
+	} else if sec, ok := collector.UnitSeconds(unit); ok {
+		sec *= raw
 		s.Seconds = &sec
 	}
 	return s
@@ -103,7 +96,7 @@ func settingFromRow(r settingRow) collector.Setting {
 // autoWALBuffers is the effective size of wal_buffers = -1. The server resolves it at start and
 // SHOW prints the result ("4MB"), so that is used; the formula is the fallback.
 func autoWALBuffers(show string, sharedBuffers *int64) *int64 {
-	if b, err := parseMemory(show); err == nil && b > 0 {
+	if b, err := collector.ParseMemory(show); err == nil && b > 0 {
 		return &b
 	}
 	if sharedBuffers == nil {
@@ -111,89 +104,4 @@ func autoWALBuffers(show string, sharedBuffers *int64) *int64 {
 	}
 	b := min(max(*sharedBuffers/32, minAutoWALBuffers), maxAutoWALBuffers)
 	return &b
-}
-
-type unitKind int
-
-const (
-	memoryUnit unitKind = iota + 1
-	timeUnit
-)
-
-// unitScale reads a pg_settings unit ("8kB", "16MB", "B", "ms", "s", "min") as its kind and the
-// size of one unit in bytes or seconds.
-func unitScale(unit string) (unitKind, float64, bool) {
-	// Memory units may carry a multiplier: shared_buffers is in "8kB" pages.
-	i := 0
-	for i < len(unit) && unit[i] >= '0' && unit[i] <= '9' {
-		i++
-	}
-	mult := 1.0
-	if i > 0 {
-		m, err := strconv.Atoi(unit[:i])
-		if err != nil {
-			return 0, 0, false
-		}
-		mult = float64(m)
-	}
-	if b, ok := memoryUnitBytes(unit[i:]); ok {
-		return memoryUnit, mult * float64(b), true
-	}
-	if i > 0 {
-		return 0, 0, false
-	}
-	switch unit {
-	case "us":
-		return timeUnit, 1e-6, true
-	case "ms":
-		return timeUnit, 1e-3, true
-	case "s":
-		return timeUnit, 1, true
-	case "min":
-		return timeUnit, 60, true
-	case "h":
-		return timeUnit, 3600, true
-	case "d":
-		return timeUnit, 86400, true
-	}
-	return 0, 0, false
-}
-
-// memoryUnitBytes is the size of one of PostgreSQL's memory units; kB is 1024 bytes.
-func memoryUnitBytes(unit string) (int64, bool) {
-	switch unit {
-	case "B":
-		return 1, true
-	case "kB":
-		return 1 << 10, true
-	case "MB":
-		return 1 << 20, true
-	case "GB":
-		return 1 << 30, true
-	case "TB":
-		return 1 << 40, true
-	}
-	return 0, false
-}
-
-// parseMemory reads a memory size as SHOW prints it ("64kB", "4MB", "1GB").
-func parseMemory(s string) (int64, error) {
-	s = strings.TrimSpace(s)
-	i := 0
-	for i < len(s) && (s[i] >= '0' && s[i] <= '9' || i == 0 && s[i] == '-') {
-		i++
-	}
-	n, err := strconv.ParseInt(s[:i], 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("parse memory size %q: %w", s, err)
-	}
-	unit := strings.TrimSpace(s[i:])
-	if unit == "" {
-		return n, nil
-	}
-	b, ok := memoryUnitBytes(unit)
-	if !ok {
-		return 0, fmt.Errorf("parse memory size %q: unknown unit %q", s, unit)
-	}
-	return n * b, nil
 }

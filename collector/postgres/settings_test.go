@@ -112,32 +112,6 @@ func TestSettingFields(t *testing.T) {
 	}
 }
 
-func TestParseMemory(t *testing.T) {
-	tests := []struct {
-		in      string
-		want    int64
-		wantErr bool
-	}{
-		{"64kB", 64 << 10, false},
-		{"4MB", 4 << 20, false},
-		{"1GB", 1 << 30, false},
-		{"2TB", 2 << 40, false},
-		{"512B", 512, false},
-		{"8192", 8192, false},
-		{"-1", -1, false},
-		{"4 MB", 4 << 20, false},
-		{"4XB", 0, true},
-		{"", 0, true},
-		{"MB", 0, true},
-	}
-	for _, tt := range tests {
-		got, err := parseMemory(tt.in)
-		if (err != nil) != tt.wantErr || got != tt.want {
-			t.Errorf("parseMemory(%q) = %d, %v; want %d, error %v", tt.in, got, err, tt.want, tt.wantErr)
-		}
-	}
-}
-
 func TestSettingsQuery(t *testing.T) {
 	for _, tt := range []struct {
 		versionNum int
