@@ -39,5 +39,17 @@ demo: deps build
 bench-probe:
 	$(GO) run ./internal/lab/benchprobe $(BENCHPROBE_FLAGS)
 
+# bench is the seed benchmark suite (as root, about 25 minutes): each seed's scenario on the
+# simulated disk, comparing the starting, the advisor's, the best grid and the static tuners'
+# configurations. It rewrites docs/benchmarks.md with the tables it measured.
+bench: deps build
+	$(BIN) bench --out docs/benchmarks.md
+
+# bench-quick is the suite's smoke test (a few minutes): tiny sizes, few configurations; it tests
+# the harness, not the figures.
+.PHONY: bench-quick
+bench-quick: deps build
+	$(BIN) bench --quick
+
 clean:
 	rm -rf bin

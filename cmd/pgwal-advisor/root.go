@@ -81,6 +81,7 @@ and ~/.pgpass apply, as with psql. A role with pg_monitor is enough to collect.`
 		newRunCmd(g),
 		newApplyCmd(g),
 		newRollbackCmd(g),
+		newBenchCmd(g),
 	)
 	return root
 }

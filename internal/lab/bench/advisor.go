@@ -1,0 +1,274 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/pgwal-advisor/pgwal-advisor/advisor"
+	"github.com/pgwal-advisor/pgwal-advisor/advisor/apply"
+	"github.com/pgwal-advisor/pgwal-advisor/collector/kernel"
+	"github.com/pgwal-advisor/pgwal-advisor/collector/postgres"
+	"github.com/pgwal-advisor/pgwal-advisor/collector/storage"
+	"github.com/pgwal-advisor/pgwal-advisor/internal/lab"
+	"github.com/pgwal-advisor/pgwal-advisor/rules"
+)
+
+// Change is one setting the applier changed.
+type Change struct {
+	Rule    string       `json:"rule"`
+	Setting string       `json:"setting"`
+	From    string       `json:"from"`
+	To      string       `json:"to"`
+	Action  rules.Action `json:"action"`
+	// PendingRestart is set when the change waits for a restart of PostgreSQL (the caller, who
+	// owns the lab cluster, restarts it).
+	PendingRestart bool `json:"pending_restart,omitempty"`
+}
+
+// ApplyTarget is what an Applier changes: a server and the kernel it runs on. Dir holds the
+// applier's journal and its sysctl.d file, so that the suite never writes /etc or /var/lib.
+type ApplyTarget struct {
+	DSN    string
+	ProcFS string
+	Dir    string
+}
+
+// Applied is what an Applier did with one round's state: the changes it made and, for the
+// report, why it left the other findings alone.
+type Applied struct {
+	Changes []Change
+	// Refused lists "setting: why" for findings apply mode would not apply.
+	Refused []string
+}
+
+// Applier applies what the advisor's apply mode would apply by itself, once. Restarting the
+// server for restart-context changes is the caller's: the lab owns its cluster, the advisor
+// never restarts a server. OnceApplier is advisor/apply's one-shot path; the interface lets
+// another stand in.
+type Applier interface {
+	Apply(ctx context.Context, t ApplyTarget, st advisor.State) (Applied, error)
+}
+
+// OnceApplier is `pgwal-advisor apply --yes` in-process: advisor/apply's manager in mode on
+// with its default settings (apply.DefaultSettings), its guard, its journal, its Postgres
+// (ALTER SYSTEM, pg_reload_conf(), confirmed) and Kernel (/proc/sys/vm) actuators, through
+// Plan and ApplyPlan.
+type OnceApplier struct {
+	Logger *zap.Logger
+}
+
+// Apply implements Applier.
+func (o OnceApplier) Apply(ctx context.Context, t ApplyTarget, st advisor.State) (Applied, error) {
+	logger := o.Logger
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	pg := apply.NewPostgres(t.DSN, apply.PostgresOptions{Logger: logger})
+	defer pg.Close(context.WithoutCancel(ctx))
+	acts := []apply.Actuator{pg, apply.NewKernel(t.ProcFS, filepath.Join(t.Dir, "90-pgwal-advisor.conf"), logger)}
+	m, err := apply.New(apply.Config{Mode: apply.ModeOn, Journal: filepath.Join(t.Dir, "apply.journal")}, nil, acts, logger)
+	if err != nil {
+		return Applied{}, fmt.Errorf("apply mode: %w", err)
+	}
+	plan, err := m.Plan(ctx, st)
+	if err != nil {
+		return Applied{}, fmt.Errorf("apply plan: %w", err)
+	}
+	var out Applied
+	for _, p := range plan {
+		if p.Refused != "" {
+			out.Refused = append(out.Refused, p.Finding.Setting+": "+p.Refused)
+		}
+	}
+	plan, err = m.ApplyPlan(ctx, plan)
+	for _, p := range plan {
+		if p.ID == 0 || p.Error != "" {
+			continue
+		}
+		f := p.Finding
+		from := f.Current
+		if p.Live != nil {
+			from = p.Live.Value
+		}
+		out.Changes = append(out.Changes, Change{Rule: f.Rule, Setting: f.Setting, From: from, To: f.Recommended, Action: f.Action,
+			PendingRestart: p.Outcome == apply.PendingRestart})
+	}
+	if err != nil {
+		return out, fmt.Errorf("apply: %w", err)
+	}
+	return out, nil
+}
+
+// FindingBrief is a finding as the report shows it.
+type FindingBrief struct {
+	Rule        string       `json:"rule"`
+	Severity    string       `json:"severity"`
+	Setting     string       `json:"setting"`
+	Current     string       `json:"current"`
+	Recommended string       `json:"recommended"`
+	Action      rules.Action `json:"action"`
+}
+
+// AdvisorRound is one check->apply round.
+type AdvisorRound struct {
+	Round         int            `json:"round"`
+	WindowSeconds float64        `json:"window_seconds"`
+	Findings      []FindingBrief `json:"findings"`
+	Applied       []Change       `json:"applied"`
+	// Refused lists "setting: why" for the findings apply mode would not apply.
+	Refused       []string          `json:"refused,omitempty"`
+	NotEnoughData map[string]string `json:"not_enough_data,omitempty"`
+	ProbeSkipped  string            `json:"probe_skipped,omitempty"`
+	// Restarted says whether the server was restarted for a restart-context change.
+	Restarted bool `json:"restarted"`
+}
+
+// AdvisorRun is how the advisor's configuration was reached.
+type AdvisorRun struct {
+	Rounds []AdvisorRound `json:"rounds"`
+	// Converged is true when the last round recommended nothing new.
+	Converged bool `json:"converged"`
+}
+
+// watchSpec says what the advisor watches: the running cluster, a probe directory on the
+// WAL's file system, and the scenario's workload running while it watches.
+type watchSpec struct {
+	cluster  *lab.Cluster
+	probeDir string
+	window   time.Duration
+	// load runs the workload until its context ends; an error while the context is live
+	// spoils the round.
+	load func(ctx context.Context) error
+}
+
+// check runs advisor.Check once over the window while the workload runs, and returns what it
+// found as the state apply mode judges (with a snapshot taken after the window, as
+// `pgwal-advisor apply` takes one: the guard checks against the state as it is now).
+func (r *runner) check(ctx context.Context, w watchSpec) (*advisor.CheckResult, advisor.State, error) {
+	loadCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var (
+		wg      sync.WaitGroup
+		loadErr error
+	)
+	if w.load != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := w.load(loadCtx); err != nil && loadCtx.Err() == nil {
+				loadErr = err
+			}
+		}()
+	}
+	pg := postgres.New(w.cluster.DSN(), postgres.Options{Logger: r.logger})
+	defer pg.Close(context.Background())
+	s := &advisor.Sampler{Postgres: pg, Kernel: kernel.New(r.opts.ProcFS), Storage: storage.New(r.opts.ProcFS, r.opts.SysFS)}
+	res, err := advisor.Check(ctx, s, advisor.CheckConfig{
+		Window: w.window, Interval: time.Second, WaitInterval: 250 * time.Millisecond,
+		ProbeDir: w.probeDir, ProbeBudget: r.sz.probeBudget,
+	}, r.logger)
+	stop()
+	wg.Wait()
+	if err != nil {
+		return nil, advisor.State{}, fmt.Errorf("advisor check: %w", err)
+	}
+	if loadErr != nil {
+		return nil, advisor.State{}, fmt.Errorf("workload while the advisor watched: %w", loadErr)
+	}
+	snap := s.Sample(ctx)
+	st := advisor.State{Snapshot: &snap, Findings: res.Findings, NotEnoughData: res.NotEnoughData, Probe: res.Probe,
+		ProbeEnabled: res.Probe != nil, ProbeDisabledReason: res.ProbeSkipped, Evaluated: snap.Time}
+	return res, st, nil
+}
+
+// advise runs the advisor with apply on against a cluster already configured with start:
+// check, apply once what apply mode would apply, restart for what waits for a restart, and
+// again until a round changes nothing (at most r.sz.rounds rounds). It returns the rounds and
+// the advisor's configuration: start with every applied change. dir keeps the applier's
+// journal across the rounds.
+func (r *runner) advise(ctx context.Context, id string, w watchSpec, start Config, dir string) (*AdvisorRun, Config, error) {
+	run := &AdvisorRun{}
+	cfg := start.with("advisor", nil)
+	for round := 1; round <= r.sz.rounds; round++ {
+		r.say("%s: advisor round %d: watching the workload for %s", id, round, w.window)
+		res, st, err := r.check(ctx, w)
+		if err != nil {
+			return run, cfg, err
+		}
+		ar := AdvisorRound{Round: round, WindowSeconds: res.WindowSeconds, NotEnoughData: res.NotEnoughData, ProbeSkipped: res.ProbeSkipped}
+		for _, f := range res.Findings {
+			ar.Findings = append(ar.Findings, FindingBrief{Rule: f.Rule, Severity: f.Severity.String(), Setting: f.Setting,
+				Current: f.Current, Recommended: f.Recommended, Action: f.Action})
+			r.say("%s:   finding %s %s: %s %s -> %s (%s)", id, f.Severity, f.Rule, f.Setting, f.Current, f.Recommended, f.Action)
+		}
+		applied, err := r.opts.Applier.Apply(ctx, ApplyTarget{DSN: w.cluster.DSN(), ProcFS: r.opts.ProcFS, Dir: dir}, st)
+		ar.Applied, ar.Refused = applied.Changes, applied.Refused
+		restart := false
+		for _, ch := range applied.Changes {
+			r.say("%s:   applied %s: %s -> %s (%s)", id, ch.Setting, ch.From, ch.To, ch.Action)
+			if knob, ok := strings.CutPrefix(ch.Setting, "vm."); ok {
+				r.kernel.noteChanged()
+				if cfg.Kernel == nil {
+					cfg.Kernel = map[string]string{}
+				}
+				cfg.Kernel[knob] = ch.To
+				continue
+			}
+			cfg.Settings[ch.Setting] = ch.To
+			restart = restart || ch.PendingRestart
+		}
+		if err != nil {
+			run.Rounds = append(run.Rounds, ar)
+			return run, cfg, err
+		}
+		if restart {
+			if err := w.cluster.Restart(ctx); err != nil {
+				run.Rounds = append(run.Rounds, ar)
+				return run, cfg, fmt.Errorf("restart after applying: %w", err)
+			}
+			ar.Restarted = true
+		}
+		run.Rounds = append(run.Rounds, ar)
+		if len(applied.Changes) == 0 {
+			run.Converged = true
+			r.say("%s: advisor round %d: nothing new to apply", id, round)
+			break
+		}
+	}
+	if err := checkApplied(ctx, w.cluster, "postgresql.auto.conf"); err != nil {
+		return run, cfg, err
+	}
+	return run, cfg, nil
+}
+
+// advisorSettings lists what the advisor changed from start, for the report.
+func advisorSettings(start, adv Config) map[string]string {
+	out := map[string]string{}
+	for k, v := range adv.Settings {
+		if start.Settings[k] != v {
+			out[k] = v
+		}
+	}
+	for k, v := range adv.Kernel {
+		out["vm."+k] = v
+	}
+	return out
+}
+
+// criticalFindings returns the critical findings' rule IDs.
+func criticalFindings(res *advisor.CheckResult) []string {
+	var ids []string
+	for _, f := range res.Findings {
+		if f.Severity == rules.Critical && !slices.Contains(ids, f.Rule) {
+			ids = append(ids, f.Rule)
+		}
+	}
+	return ids
+}

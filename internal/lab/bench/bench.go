@@ -1,0 +1,299 @@
+// Package bench is the seed benchmark suite: it replays the seed documents' scenarios (each a
+// workload and a starting configuration) on throwaway clusters over the simulated disk, and
+// compares the starting configuration, the configuration the advisor reaches when its findings
+// are applied, the best configuration of a small grid search, and the configuration static
+// tuners (PGTune, timescaledb-tune) give for this machine.
+//
+// It is lab equipment (`pgwal-advisor bench`, `make bench`): everything it starts - clusters,
+// simulated disks, loop devices, changes to /proc/sys/vm - it undoes, also when its context is
+// cancelled (Ctrl-C) and on errors. The figures are the suite's product; the harness never tunes
+// itself to meet the targets, it reports them met or missed.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/pgwal-advisor/pgwal-advisor/internal/lab"
+)
+
+// Scenario IDs, in the order the suite runs them.
+const (
+	Seed000 = "seed000"
+	Seed001 = "seed001"
+	Seed002 = "seed002"
+	Seed003 = "seed003"
+)
+
+// ScenarioIDs returns every scenario the suite knows, in running order.
+func ScenarioIDs() []string { return []string{Seed000, Seed001, Seed002, Seed003} }
+
+// Options configure a run of the suite.
+type Options struct {
+	// Quick runs tiny sizes and few configurations: a smoke test of the harness (CI), not of
+	// the figures.
+	Quick bool
+	// Scenarios to run (ScenarioIDs); empty means all.
+	Scenarios []string
+	// ProcFS and SysFS are where the collectors read the kernel and storage facts, and where
+	// /proc/sys/vm is written; empty means /proc and /sys.
+	ProcFS string
+	SysFS  string
+	// Command is the command line that produced the report, quoted in it.
+	Command string
+	// Progress receives a line per step; nil discards them.
+	Progress io.Writer
+	// Applier applies the advisor's findings; nil means advisor/apply's one-shot (OnceApplier).
+	Applier Applier
+}
+
+// Report is the suite's result. Its JSON is what `bench --format json` prints.
+type Report struct {
+	Mode            string            `json:"mode"`
+	Started         time.Time         `json:"started"`
+	DurationSeconds float64           `json:"duration_seconds"`
+	Command         string            `json:"command,omitempty"`
+	Machine         Machine           `json:"machine"`
+	StaticTuner     StaticTuner       `json:"static_tuner"`
+	Scenarios       []*ScenarioResult `json:"scenarios"`
+}
+
+// Machine describes where the figures were measured.
+type Machine struct {
+	CPUs              int    `json:"cpus"`
+	CPUModel          string `json:"cpu_model,omitempty"`
+	MemoryBytes       int64  `json:"memory_bytes"`
+	Kernel            string `json:"kernel,omitempty"`
+	PostgreSQL        string `json:"postgresql,omitempty"`
+	LoadAverageBefore string `json:"load_average_before,omitempty"`
+	LoadAverageAfter  string `json:"load_average_after,omitempty"`
+}
+
+// sizes are the knobs that differ between the quick and the full suite.
+type sizes struct {
+	latency time.Duration // the simulated disk's sync latency (seeds 000-002)
+	// window is the advisor's check window. The measured rules need 30 s of history
+	// (rules.Thresholds.MinSpan), so even the quick suite watches a little longer than that.
+	window      time.Duration
+	probeBudget time.Duration
+	rounds      int // check->apply rounds at most
+
+	// Seed 000's target is a 10% difference and identical runs differ by up to 15% (LAB.md):
+	// more, shorter interleaved runs make the medians steadier than two long ones.
+	s000Secs, s000Runs int
+	s000Methods        []string
+
+	s001Rows, s001Runs int
+	// s001Extra more runs go to the configurations that take less than s001Fast: the targets
+	// compare those, and their run-to-run spread is largest relative to their time.
+	s001Extra   int
+	s001Fast    time.Duration
+	s001Buffers []string
+	s001Methods []string
+
+	s002Clients []int
+	s002Secs    int
+
+	s003Scale, s003Secs, s003Rate int
+	s003Grid                      bool // the full 2x2 grid; quick measures start and advisor only
+}
+
+func sizesFor(quick bool) sizes {
+	if quick {
+		return sizes{
+			latency: 4 * time.Millisecond, window: 32 * time.Second, probeBudget: 3 * time.Second, rounds: 2,
+			s000Secs: 3, s000Runs: 1, s000Methods: []string{"open_sync", "fdatasync"},
+			s001Rows: 20000, s001Runs: 1, s001Buffers: []string{"64kB", "16MB"}, s001Methods: []string{"open_datasync", "fdatasync"},
+			s002Clients: []int{1, 16}, s002Secs: 3,
+			s003Scale: 5, s003Secs: 35, s003Rate: 600,
+		}
+	}
+	return sizes{
+		latency: 4 * time.Millisecond, window: 35 * time.Second, probeBudget: 5 * time.Second, rounds: 3,
+		s000Secs: 10, s000Runs: 4, s000Methods: durableMethods(),
+		s001Rows: 400000, s001Runs: 2, s001Extra: 2, s001Fast: 5 * time.Second, s001Buffers: []string{"64kB", "1MB", "16MB", "64MB"}, s001Methods: durableMethods(),
+		s002Clients: []int{1, 4, 16, 64, 100}, s002Secs: 8,
+		s003Scale: 50, s003Secs: 90, s003Rate: 600, s003Grid: true,
+	}
+}
+
+// durableMethods are Linux's wal_sync_methods; fsync_writethrough does not exist there.
+func durableMethods() []string { return []string{"open_datasync", "fdatasync", "fsync", "open_sync"} }
+
+// runner carries what every scenario needs.
+type runner struct {
+	opts    Options
+	sz      sizes
+	logger  *zap.Logger
+	started time.Time
+	static  StaticTuner
+	kernel  *vmKnobs
+}
+
+// Run runs the selected scenarios and returns their report. A scenario that fails is reported
+// with its error and the suite goes on with the next one; the returned error joins them. A
+// cancelled context stops the suite after tearing down what it started.
+func Run(ctx context.Context, opts Options, logger *zap.Logger) (*Report, error) {
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	if opts.Progress == nil {
+		opts.Progress = io.Discard
+	}
+	if opts.ProcFS == "" {
+		opts.ProcFS = "/proc"
+	}
+	if opts.SysFS == "" {
+		opts.SysFS = "/sys"
+	}
+	if opts.Applier == nil {
+		opts.Applier = OnceApplier{Logger: logger}
+	}
+	ids, err := selectScenarios(opts.Scenarios)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := lab.FindBinDir(); err != nil {
+		return nil, err
+	}
+	mem, err := memTotal(opts.ProcFS)
+	if err != nil {
+		return nil, err
+	}
+	r := &runner{opts: opts, sz: sizesFor(opts.Quick), logger: logger, started: time.Now(), static: staticTunerFor(mem)}
+	// The knobs are read once, before anything changes them, and restored at the end whatever
+	// happens: a scenario that fails or is interrupted leaves the kernel as it found it.
+	r.kernel, err = readVMKnobs(opts.ProcFS)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if rerr := r.kernel.restore(); rerr != nil {
+			logger.Error("cannot restore the kernel's dirty-page settings", zap.Error(rerr))
+			fmt.Fprintf(opts.Progress, "ERROR: %v\n", rerr)
+		}
+	}()
+
+	rep := &Report{
+		Mode: "full", Started: r.started, Command: opts.Command, StaticTuner: r.static,
+		Machine: machineInfo(ctx, opts.ProcFS, mem),
+	}
+	if opts.Quick {
+		rep.Mode = "quick"
+	}
+	var errs []error
+	for _, id := range ids {
+		if ctx.Err() != nil {
+			errs = append(errs, fmt.Errorf("suite interrupted: %w", ctx.Err()))
+			break
+		}
+		r.say("%s: starting", id)
+		begin := time.Now()
+		res, err := r.scenario(ctx, id)
+		if res == nil {
+			res = &ScenarioResult{ID: id}
+		}
+		res.DurationSeconds = time.Since(begin).Seconds()
+		if err != nil {
+			res.Error = err.Error()
+			errs = append(errs, fmt.Errorf("%s: %w", id, err))
+			r.say("%s: FAILED after %s: %v", id, time.Since(begin).Round(time.Second), err)
+		} else {
+			r.say("%s: done in %s", id, time.Since(begin).Round(time.Second))
+		}
+		rep.Scenarios = append(rep.Scenarios, res)
+		// Restored between scenarios as well, so that none starts from another's kernel.
+		if rerr := r.kernel.restore(); rerr != nil {
+			errs = append(errs, rerr)
+		}
+	}
+	rep.Machine.LoadAverageAfter = loadAverage(opts.ProcFS)
+	rep.DurationSeconds = time.Since(r.started).Seconds()
+	return rep, errors.Join(errs...)
+}
+
+func (r *runner) scenario(ctx context.Context, id string) (*ScenarioResult, error) {
+	switch id {
+	case Seed000:
+		return r.seed000(ctx)
+	case Seed001:
+		return r.seed001(ctx)
+	case Seed002:
+		return r.seed002(ctx)
+	case Seed003:
+		return r.seed003(ctx)
+	}
+	return nil, fmt.Errorf("unknown scenario %q", id)
+}
+
+func selectScenarios(names []string) ([]string, error) {
+	if len(names) == 0 {
+		return ScenarioIDs(), nil
+	}
+	var ids []string
+	for _, n := range names {
+		n = strings.ToLower(strings.TrimSpace(n))
+		if n == "" {
+			continue
+		}
+		if !slices.Contains(ScenarioIDs(), n) {
+			return nil, fmt.Errorf("unknown scenario %q: want one of %s", n, strings.Join(ScenarioIDs(), ", "))
+		}
+		if !slices.Contains(ids, n) {
+			ids = append(ids, n)
+		}
+	}
+	// Always in the suite's order, whatever the order asked.
+	slices.SortFunc(ids, func(a, b string) int { return slices.Index(ScenarioIDs(), a) - slices.Index(ScenarioIDs(), b) })
+	return ids, nil
+}
+
+// say prints a progress line with the time since the suite started.
+func (r *runner) say(format string, args ...any) {
+	d := time.Since(r.started).Round(time.Second)
+	fmt.Fprintf(r.opts.Progress, "[%02d:%02d] %s\n", int(d.Minutes()), int(d.Seconds())%60, fmt.Sprintf(format, args...))
+}
+
+func machineInfo(ctx context.Context, procfs string, mem int64) Machine {
+	m := Machine{CPUs: runtime.NumCPU(), MemoryBytes: mem, LoadAverageBefore: loadAverage(procfs)}
+	if b, err := os.ReadFile(filepath.Join(procfs, "sys/kernel/osrelease")); err == nil {
+		m.Kernel = strings.TrimSpace(string(b))
+	}
+	if b, err := os.ReadFile(filepath.Join(procfs, "cpuinfo")); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPUModel = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if dir, err := lab.FindBinDir(); err == nil {
+		if out, err := exec.CommandContext(ctx, filepath.Join(dir, "postgres"), "--version").Output(); err == nil {
+			m.PostgreSQL = strings.TrimSpace(string(out))
+		}
+	}
+	return m
+}
+
+func loadAverage(procfs string) string {
+	b, err := os.ReadFile(filepath.Join(procfs, "loadavg"))
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
+}

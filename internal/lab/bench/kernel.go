@@ -1,0 +1,146 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// dirtyKnobs are the /proc/sys/vm knobs the suite may change (seed 003's grid, the advisor's
+// sysctl findings). Each *_bytes knob has a *_ratio twin: writing one zeroes the other.
+func dirtyKnobs() []string {
+	return []string{"dirty_background_ratio", "dirty_ratio", "dirty_background_bytes", "dirty_bytes"}
+}
+
+// vmKnobs remembers the kernel's dirty-page settings as the suite found them and puts them back.
+type vmKnobs struct {
+	dir string // <procfs>/sys/vm
+	// writeFile writes a knob; tests replace it to emulate the kernel zeroing a knob's twin.
+	writeFile func(path string, data []byte) error
+
+	mu      sync.Mutex
+	orig    map[string]int64
+	changed bool
+}
+
+func readVMKnobs(procfs string) (*vmKnobs, error) {
+	k := &vmKnobs{
+		dir:       filepath.Join(procfs, "sys", "vm"),
+		writeFile: func(p string, b []byte) error { return os.WriteFile(p, b, 0o644) },
+		orig:      map[string]int64{},
+	}
+	for _, n := range dirtyKnobs() {
+		v, err := k.read(n)
+		if err != nil {
+			return nil, err
+		}
+		k.orig[n] = v
+	}
+	return k, nil
+}
+
+func (k *vmKnobs) read(name string) (int64, error) {
+	b, err := os.ReadFile(filepath.Join(k.dir, name))
+	if err != nil {
+		return 0, fmt.Errorf("read vm.%s: %w", name, err)
+	}
+	v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("read vm.%s: %w", name, err)
+	}
+	return v, nil
+}
+
+func (k *vmKnobs) write(name string, v int64) error {
+	if !slices.Contains(dirtyKnobs(), name) {
+		return fmt.Errorf("vm.%s is not a knob the suite may change", name)
+	}
+	if err := k.writeFile(filepath.Join(k.dir, name), []byte(strconv.FormatInt(v, 10))); err != nil {
+		return fmt.Errorf("write vm.%s=%d: %w", name, v, err)
+	}
+	return nil
+}
+
+// set restores the original knobs and then writes the given ones ("dirty_bytes" before
+// "dirty_background_bytes", so that the background threshold is never set above a limit still
+// in force); an empty map leaves the originals.
+func (k *vmKnobs) set(knobs map[string]string) error {
+	if err := k.restore(); err != nil {
+		return err
+	}
+	if len(knobs) == 0 {
+		return nil
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.changed = true
+	names := slices.Sorted(maps.Keys(knobs))
+	slices.SortStableFunc(names, func(a, b string) int { return knobOrder(a) - knobOrder(b) })
+	for _, n := range names {
+		v, err := strconv.ParseInt(knobs[n], 10, 64)
+		if err != nil {
+			return fmt.Errorf("vm.%s=%q: %w", n, knobs[n], err)
+		}
+		if err := k.write(n, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func knobOrder(name string) int {
+	switch name {
+	case "dirty_ratio", "dirty_bytes":
+		return 0
+	}
+	return 1
+}
+
+// noteChanged records that someone else (the advisor's applier) wrote the knobs.
+func (k *vmKnobs) noteChanged() {
+	k.mu.Lock()
+	k.changed = true
+	k.mu.Unlock()
+}
+
+// restore puts the original knobs back: the ratios first, then the bytes values that were not
+// zero (writing a bytes knob zeroes its ratio twin, so this order leaves exactly the original
+// pair in force). It does nothing when no knob was changed.
+func (k *vmKnobs) restore() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if !k.changed {
+		return nil
+	}
+	var errs []error
+	for _, n := range []string{"dirty_background_ratio", "dirty_ratio"} {
+		if k.orig[n] > 0 {
+			errs = append(errs, k.write(n, k.orig[n]))
+		}
+	}
+	for _, n := range []string{"dirty_bytes", "dirty_background_bytes"} {
+		if k.orig[n] > 0 {
+			errs = append(errs, k.write(n, k.orig[n]))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("restore the kernel's dirty-page settings: %w", err)
+	}
+	for n, want := range k.orig {
+		got, err := k.read(n)
+		if err != nil {
+			return fmt.Errorf("restore the kernel's dirty-page settings: %w", err)
+		}
+		if got != want {
+			return fmt.Errorf("restore the kernel's dirty-page settings: vm.%s is %d, was %d", n, got, want)
+		}
+	}
+	k.changed = false
+	return nil
+}

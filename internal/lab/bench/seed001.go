@@ -1,0 +1,133 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	"github.com/pgwal-advisor/pgwal-advisor/internal/lab"
+	"github.com/pgwal-advisor/pgwal-advisor/internal/lab/simdisk"
+)
+
+// seed001 is seed 001: a bulk insert from wal_buffers=64kB and wal_sync_method=open_datasync,
+// the seed's "all defaults" of its time, with shared_buffers=256MB as the seed had it.
+func (r *runner) seed001(ctx context.Context) (res *ScenarioResult, err error) {
+	rows := r.sz.s001Rows
+	res = &ScenarioResult{
+		ID:    Seed001,
+		Title: "Seed 001: bulk insert from wal_buffers=64kB, open_datasync",
+		Workload: fmt.Sprintf("INSERT INTO foo (id) SELECT generate_series(1, %d), one statement into a fresh table with a primary key "+
+			"(lab BulkInsert, seed 001's statement), after a CHECKPOINT; WAL on the simulated disk (%v per sync); seconds", rows, r.sz.latency),
+		Base:   map[string]string{"shared_buffers": "256MB"},
+		Metric: "seconds", Runs: r.sz.s001Runs,
+	}
+	eq := &equipment{logger: r.logger}
+	defer func() {
+		if cerr := eq.close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	disk, err := eq.disk(ctx, simdisk.Options{Latency: r.sz.latency})
+	if err != nil {
+		return res, err
+	}
+	start := Config{Name: "start", Settings: map[string]string{"wal_buffers": "64kB", "wal_sync_method": "open_datasync"}, Durable: true}
+	c, err := eq.cluster(ctx, lab.ClusterOptions{WALDir: filepath.Join(disk.Mountpoint(), "wal"), Settings: merged(res.Base, start.Settings)})
+	if err != nil {
+		return res, err
+	}
+	probe, err := probeDir(disk.Mountpoint())
+	if err != nil {
+		return res, err
+	}
+
+	// The advisor watches the load as a loader that commits every batch runs it: pg_stat_wal
+	// counts a backend's WAL only when its transaction ends, so one long INSERT would show
+	// nothing until it finished (lab.BatchedLoad).
+	load := func(ctx context.Context) error {
+		_, err := c.BatchedLoad(ctx, "advisor_load", 1<<30, 20000)
+		return err
+	}
+	// The applier's journal and sysctl.d file, kept across the rounds.
+	journal, err := eq.dir("", "apply-")
+	if err != nil {
+		return res, err
+	}
+	adv, advCfg, err := r.advise(ctx, Seed001, watchSpec{cluster: c, probeDir: probe, window: r.sz.window, load: load}, start, journal)
+	res.Advisor = adv
+	res.AdvisorChanges = advisorSettings(start, advCfg)
+	if err != nil {
+		return res, err
+	}
+	if err := c.Exec(ctx, "DROP TABLE IF EXISTS advisor_load"); err != nil {
+		return res, err
+	}
+
+	set := &configSet{}
+	for _, wb := range r.sz.s001Buffers {
+		for _, m := range r.sz.s001Methods {
+			set.add(start.with(wb+" "+m, map[string]string{"wal_buffers": wb, "wal_sync_method": m}), RoleGrid)
+		}
+	}
+	set.add(start, RoleStart)
+	set.add(advCfg, RoleAdvisor)
+	set.add(r.staticConfig(start), RoleStatic)
+
+	fast := func(median float64) bool { return median < r.sz.s001Fast.Seconds() }
+	res.Configs, err = r.measureInterleaved(ctx, Seed001, c, res.Base, set, r.sz.s001Runs, r.sz.s001Extra, fast, func(ctx context.Context, _ Config) (float64, error) {
+		if err := c.Exec(ctx, "DROP TABLE IF EXISTS foo"); err != nil {
+			return 0, err
+		}
+		if err := checkpoint(ctx, c); err != nil {
+			return 0, err
+		}
+		d, err := c.BulkInsert(ctx, "foo", rows)
+		if err != nil {
+			return 0, err
+		}
+		return d.Seconds(), nil
+	})
+	if err != nil {
+		return res, err
+	}
+	res.GridBest = res.bestGrid()
+	if n := spreadNote(res); n != "" {
+		res.Notes = append(res.Notes, n)
+	}
+	res.Targets = append(res.Targets, seed001Targets(res)...)
+	if r.sz.s001Extra > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("Configurations that took less than %v ran %d more times (%d in all): the targets compare "+
+			"them, and their run-to-run spread is largest relative to their time.", r.sz.s001Fast, r.sz.s001Extra, r.sz.s001Runs+r.sz.s001Extra))
+	}
+	return res, nil
+}
+
+// seed001Targets: the advisor's configuration within 1.2x of the grid's best, and at least 3x
+// faster than the static tuners'.
+func seed001Targets(res *ScenarioResult) []Target {
+	near := Target{Name: "advisor's configuration within 1.2x of the grid's best", Want: "advisor seconds <= 1.2 x best grid seconds"}
+	fast := Target{Name: "advisor's configuration at least 3x faster than the static tuners'", Want: "static seconds >= 3 x advisor seconds"}
+	adv, best, static := res.withRole(RoleAdvisor), res.config(res.GridBest), res.withRole(RoleStatic)
+	if adv == nil || best == nil || static == nil || adv.Value <= 0 || best.Value <= 0 {
+		near.Got, fast.Got = "not measured", "not measured"
+		return []Target{near, fast}
+	}
+	near.Scored, fast.Scored = true, true
+	near.Met = adv.Value <= 1.2*best.Value
+	near.Got = fmt.Sprintf("advisor %.2f s vs best (%s) %.2f s: %.2fx", adv.Value, best.Name, best.Value, adv.Value/best.Value)
+	fast.Met = static.Value >= 3*adv.Value
+	fast.Got = fmt.Sprintf("static %.2f s vs advisor %.2f s: %.2fx", static.Value, adv.Value, static.Value/adv.Value)
+	return []Target{near, fast}
+}
+
+// merged returns base with over's settings on top.
+func merged(base, over map[string]string) map[string]string {
+	out := make(map[string]string, len(base)+len(over))
+	for k, v := range base {
+		out[k] = v
+	}
+	for k, v := range over {
+		out[k] = v
+	}
+	return out
+}
