@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"runtime/debug"
 
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
@@ -118,18 +117,7 @@ func newVersionCmd() *cobra.Command {
 		Short: "Print the version and build information",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			v := version
-			bi, ok := debug.ReadBuildInfo()
-			if v == "" && ok {
-				v = bi.Main.Version
-			}
-			if v == "" {
-				v = "(devel)"
-			}
-			goVersion := ""
-			if ok {
-				goVersion = bi.GoVersion
-			}
+			v, goVersion := buildVersion()
 			fmt.Fprintf(cmd.OutOrStdout(), "pgwal-advisor %s %s\n", v, goVersion)
 			return nil
 		},
