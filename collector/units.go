@@ -2,6 +2,7 @@ package collector
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -34,17 +35,30 @@ func UnitBytes(unit string) (int64, bool) {
 	}
 	mult := int64(1)
 	if i > 0 {
-		m, err := strconv.Atoi(unit[:i])
-		if err != nil {
+		m, err := strconv.ParseInt(unit[:i], 10, 64)
+		// A unit of zero bytes would turn every value into 0.
+		if err != nil || m == 0 {
 			return 0, false
 		}
-		mult = int64(m)
+		mult = m
 	}
 	b, ok := memoryUnitBytes(unit[i:])
 	if !ok {
 		return 0, false
 	}
-	return mult * b, true
+	return MulBytes(mult, b)
+}
+
+// MulBytes is n units of unitBytes bytes, and false when that does not fit in an int64: a
+// wrapped product would be a plausible size (or a negative one) where the input was nonsense.
+func MulBytes(n, unitBytes int64) (int64, bool) {
+	if unitBytes <= 0 {
+		return 0, false
+	}
+	if n > math.MaxInt64/unitBytes || n < math.MinInt64/unitBytes {
+		return 0, false
+	}
+	return n * unitBytes, true
 }
 
 // UnitSeconds is the length in seconds of one unit of a time setting ("us", "ms", "s", "min",
@@ -70,7 +84,11 @@ func ParseMemory(s string) (int64, error) {
 	if !ok {
 		return 0, fmt.Errorf("parse memory size %q: unknown unit %q (want B, kB, MB, GB or TB)", s, unit)
 	}
-	return n * b, nil
+	v, ok := MulBytes(n, b)
+	if !ok {
+		return 0, fmt.Errorf("parse memory size %q: more than %s bytes", s, strconv.FormatInt(math.MaxInt64, 10))
+	}
+	return v, nil
 }
 
 // ParseSeconds reads a time as SHOW prints it or postgresql.conf takes it ("200ms", "30s",
@@ -82,14 +100,19 @@ func ParseSeconds(s string) (float64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("parse time %q: want a number and a unit such as 5min", s)
 	}
-	if unit == "" {
-		return n, nil
+	f := 1.0
+	if unit != "" {
+		var ok bool
+		if f, ok = UnitSeconds(unit); !ok {
+			return 0, fmt.Errorf("parse time %q: unknown unit %q (want us, ms, s, min, h or d)", s, unit)
+		}
 	}
-	f, ok := UnitSeconds(unit)
-	if !ok {
-		return 0, fmt.Errorf("parse time %q: unknown unit %q (want us, ms, s, min, h or d)", s, unit)
+	// 400 digits parse as +Inf with a range error above, but 300 digits of days overflow only
+	// here; an infinite duration has no use as a bound and cannot be encoded as JSON.
+	if v := n * f; !math.IsInf(v, 0) {
+		return v, nil
 	}
-	return n * f, nil
+	return 0, fmt.Errorf("parse time %q: out of range", s)
 }
 
 // splitNumber splits a leading, optionally negative number (with a fraction when fraction is

@@ -1,6 +1,9 @@
 package collector
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestUnitBytes(t *testing.T) {
 	tests := []struct {
@@ -18,6 +21,12 @@ func TestUnitBytes(t *testing.T) {
 		{"8", 0, false},
 		{"ms", 0, false},
 		{"kb", 0, false},
+		// Overflow is not a unit, and neither is a unit of zero bytes.
+		{"0kB", 0, false},
+		{"8388607TB", 8388607 << 40, true},
+		{"8388608TB", 0, false},
+		{"9223372036854775807MB", 0, false},
+		{"99999999999999999999kB", 0, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
@@ -75,6 +84,19 @@ func TestParseMemory(t *testing.T) {
 		{"1.5MB", 0, true},
 		{"", 0, true},
 		{"MB", 0, true},
+		// Every unit's overflow is an error, never a wrapped value: these feed apply's bounds.
+		{"9223372036854775807TB", 0, true},
+		{"16777217TB", 0, true},
+		{"8388608TB", 0, true},
+		{"8388607TB", 8388607 << 40, false},
+		{"-8388608TB", -8388608 << 40, false},
+		{"-8388609TB", 0, true},
+		{"8796093022208GB", 0, true},
+		{"9007199254740992kB", 0, true},
+		{"9007199254740991kB", 9007199254740991 << 10, false},
+		{"9223372036854775807B", 9223372036854775807, false},
+		{"9223372036854775807", 9223372036854775807, false},
+		{"9223372036854775808", 0, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
@@ -105,6 +127,9 @@ func TestParseSeconds(t *testing.T) {
 		{"5m", 0, true},
 		{"", 0, true},
 		{"s", 0, true},
+		// A finite number of days whose seconds are not finite.
+		{"1" + strings.Repeat("0", 305) + "d", 0, true},
+		{"1" + strings.Repeat("0", 400) + "s", 0, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {

@@ -68,7 +68,8 @@ func (s settings) bytes(name string) (int64, bool) {
 	if err != nil || raw < 0 {
 		return 0, false
 	}
-	return raw * unit, true
+	// A setting too large for its unit is not a size the rules can reason about.
+	return collector.MulBytes(raw, unit)
 }
 
 // seconds reads a time setting in seconds.
@@ -88,7 +89,9 @@ func (s settings) seconds(name string) (float64, bool) {
 	if !ok {
 		return 0, false
 	}
-	return f * unit, true
+	// ParseFloat reads "NaN" and "Inf"; neither is a duration, and evidence must encode as JSON.
+	sec := f * unit
+	return sec, !math.IsNaN(sec) && !math.IsInf(sec, 0)
 }
 
 // number reads a plain numeric setting (checkpoint_completion_target, commit_siblings).
