@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"math"
 	"strconv"
 
 	"github.com/pgwal-advisor/pgwal-advisor/collector"
@@ -80,15 +81,21 @@ func settingFromRow(r settingRow) collector.Setting {
 	}
 	raw, err := strconv.ParseFloat(r.Setting, 64)
 	// Negative values are sentinels ("-1: use the default", "disabled"), not sizes or durations.
-	if err != nil || raw < 0 {
+	// ParseFloat also reads "NaN" and "Inf", which are neither (and do not encode as JSON).
+	if err != nil || raw < 0 || math.IsNaN(raw) || math.IsInf(raw, 0) {
 		return s
 	}
 	if b, ok := collector.UnitBytes(unit); ok {
-		n := int64(raw * float64(b))
-		s.Bytes = &n
+		// A size past int64 is no real setting; converting it would give a wrapped or negative
+		// number. 1<<63 is exact in float64, and every float64 below it converts exactly.
+		if v := raw * float64(b); v < 1<<63 {
+			n := int64(v)
+			s.Bytes = &n
+		}
 	} else if sec, ok := collector.UnitSeconds(unit); ok {
-		sec *= raw
-		s.Seconds = &sec
+		if sec *= raw; !math.IsInf(sec, 0) {
+			s.Seconds = &sec
+		}
 	}
 	return s
 }

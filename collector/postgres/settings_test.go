@@ -66,6 +66,18 @@ func TestSettingsFromRows(t *testing.T) {
 		// Other negative values are sentinels, not sizes.
 		{name: "a negative sentinel", rows: []settingRow{row("some_size", "-1", "kB", "-1")},
 			setting: "some_size", wantValue: "-1"},
+		// Rows are untrusted: a size past int64 or a number that is no number is left unknown
+		// rather than wrapped to a negative size or an infinite time.
+		{name: "a size past int64", rows: []settingRow{row("max_wal_size", "9223372036854775807", "MB", "x")},
+			setting: "max_wal_size"},
+		{name: "the largest size below 2^63", rows: []settingRow{row("some_size", "1125899906842623", "8kB", "x")},
+			setting: "some_size", wantBytes: ptr[int64](1125899906842623 * 8192)},
+		{name: "exactly 2^63 bytes", rows: []settingRow{row("some_size", "1125899906842624", "8kB", "x")},
+			setting: "some_size"},
+		{name: "NaN", rows: []settingRow{row("some_size", "NaN", "kB", "x")}, setting: "some_size"},
+		{name: "Inf bytes", rows: []settingRow{row("some_size", "Inf", "kB", "x")}, setting: "some_size"},
+		{name: "Inf seconds", rows: []settingRow{row("some_time", "+Inf", "s", "x")}, setting: "some_time"},
+		{name: "days overflowing to Inf", rows: []settingRow{row("some_time", "1e306", "d", "x")}, setting: "some_time"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

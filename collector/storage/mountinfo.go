@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"strconv"
@@ -19,6 +20,10 @@ type mount struct {
 	options []string
 }
 
+// maxMountinfoLine bounds one mountinfo line. Mount options can be long (overlay's lowerdir
+// lists); a line longer than this is skipped like any other odd line, not a failure of the file.
+const maxMountinfoLine = 1 << 20
+
 // parseMountinfo reads mountinfo lines:
 //
 //	36 35 98:0 /mnt1 /mnt/parent rw,noatime master:1 - ext3 /dev/root rw,errors=continue
@@ -30,17 +35,22 @@ type mount struct {
 func parseMountinfo(r io.Reader) ([]mount, error) {
 	var mounts []mount
 	lines := 0
-	sc := bufio.NewScanner(r)
-	// Mount options can be long (overlay's lowerdir lists): allow lines well past the default 64kB.
-	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
-	for sc.Scan() {
+	br := bufio.NewReaderSize(r, 64*1024)
+	for {
+		line, tooLong, err := readLine(br, maxMountinfoLine)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
 		lines++
-		if m, ok := parseMountinfoLine(sc.Text()); ok {
+		if tooLong {
+			continue
+		}
+		if m, ok := parseMountinfoLine(string(line)); ok {
 			mounts = append(mounts, m)
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, err
 	}
 	if len(mounts) == 0 {
 		return nil, fmt.Errorf("no mountinfo lines among %d lines", lines)
@@ -48,9 +58,40 @@ func parseMountinfo(r io.Reader) ([]mount, error) {
 	return mounts, nil
 }
 
+// readLine returns the next line without its newline, and tooLong instead of the line when it is
+// longer than limit bytes (the rest of it is read and dropped). A last line without a newline
+// counts; err is io.EOF after it.
+func readLine(br *bufio.Reader, limit int) (line []byte, tooLong bool, err error) {
+	dropped := false
+	for {
+		chunk, err := br.ReadSlice('\n')
+		// One byte over the limit may be the newline; the length check below settles it.
+		if dropped = dropped || len(line)+len(chunk) > limit+1; !dropped {
+			line = append(line, chunk...)
+		}
+		switch {
+		case err == bufio.ErrBufferFull:
+			continue
+		case err == io.EOF && (len(line) > 0 || dropped):
+			err = nil
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		line = bytes.TrimSuffix(line, []byte("\n"))
+		if dropped || len(line) > limit {
+			return nil, true, nil
+		}
+		return line, false, nil
+	}
+}
+
 func parseMountinfoLine(line string) (mount, bool) {
-	// The kernel separates fields with single spaces and escapes spaces inside paths as \040.
-	f := strings.Fields(line)
+	// The kernel separates fields with single spaces and escapes space, tab, newline and
+	// backslash inside them (\040). Other bytes are raw: a label may hold a no-break space or
+	// bytes that are not UTF-8, which strings.Fields would take for (or mistake around)
+	// separators. A field may be empty: "mount -t tmpfs '' /mnt" gives an empty source.
+	f := strings.Split(line, " ")
 	sep := -1
 	for i := 6; i < len(f); i++ {
 		if f[i] == "-" {
@@ -104,7 +145,8 @@ func unescape(s string) string {
 	}
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) && isOctal(s[i+1]) && isOctal(s[i+2]) && isOctal(s[i+3]) {
+		// \ooo names one byte, so its first digit is at most 3; the kernel writes no others.
+		if s[i] == '\\' && i+3 < len(s) && s[i+1] <= '3' && isOctal(s[i+1]) && isOctal(s[i+2]) && isOctal(s[i+3]) {
 			b.WriteByte((s[i+1]-'0')<<6 | (s[i+2]-'0')<<3 | (s[i+3] - '0'))
 			i += 3
 			continue

@@ -45,6 +45,26 @@ func TestParseMountinfoLine(t *testing.T) {
 			want:   mount{major: 0, minor: 60, point: "/x", fsType: "fuse.x", source: "x", options: []string{"rw"}},
 			wantOK: true,
 		},
+		{
+			// The kernel escapes only space, tab, newline and backslash: a no-break space, an em
+			// space or NEL is part of a name, and so are bytes that are not UTF-8.
+			name:   "unicode spaces and non-UTF-8 bytes are not separators",
+			line:   "43 22 8:19 / /mnt/wal\u00a0a\u2003b\u0085c rw - ext4 /dev/disk/by-label/\xff\xfe rw",
+			want:   mount{major: 8, minor: 19, point: "/mnt/wal\u00a0a\u2003b\u0085c", fsType: "ext4", source: "/dev/disk/by-label/\xff\xfe", options: []string{"rw"}},
+			wantOK: true,
+		},
+		{
+			name:   "empty source",
+			line:   "44 22 0:61 / /mnt/empty rw,relatime - tmpfs  rw,size=4k",
+			want:   mount{major: 0, minor: 61, point: "/mnt/empty", fsType: "tmpfs", source: "", options: []string{"rw", "relatime", "size=4k"}},
+			wantOK: true,
+		},
+		{
+			name:   "an escape above \\377 is no byte: kept as written",
+			line:   `45 22 8:20 / /mnt/\777x rw - ext4 /dev/sdb4 rw`,
+			want:   mount{major: 8, minor: 20, point: `/mnt/\777x`, fsType: "ext4", source: "/dev/sdb4", options: []string{"rw"}},
+			wantOK: true,
+		},
 		{name: "no separator", line: "36 35 98:0 /mnt1 /mnt/parent rw,noatime ext3 /dev/root rw"},
 		{name: "bad device", line: "36 35 98-0 /mnt1 /mnt/parent rw - ext3 /dev/root rw"},
 		{name: "empty", line: ""},
@@ -67,6 +87,93 @@ func TestParseMountinfoSkipsOddLines(t *testing.T) {
 	}
 	if len(got) != 1 || got[0].point != "/" {
 		t.Errorf("parseMountinfo() = %+v, want the one mount on /", got)
+	}
+}
+
+func TestParseMountinfoLongLine(t *testing.T) {
+	long := "23 22 0:60 / /merged rw - overlay overlay rw,lowerdir=" + strings.Repeat("/l/x:", maxMountinfoLine/5)
+	tests := []struct {
+		name string
+		in   string
+	}{
+		{"a line too long between two mounts", "22 1 8:1 / / rw - ext4 /dev/sda1 rw\n" + long + "\n24 22 0:21 / /proc rw - proc proc rw\n"},
+		{"a last line without a newline", "22 1 8:1 / / rw - ext4 /dev/sda1 rw\n" + long + "\n24 22 0:21 / /proc rw - proc proc rw"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseMountinfo(strings.NewReader(tt.in))
+			if err != nil {
+				t.Fatalf("parseMountinfo() error = %v, want the long line skipped", err)
+			}
+			var points []string
+			for _, m := range got {
+				points = append(points, m.point)
+			}
+			if !reflect.DeepEqual(points, []string{"/", "/proc"}) {
+				t.Errorf("parseMountinfo() mounts on %.200q, want the mounts on / and /proc", points)
+			}
+		})
+	}
+}
+
+func TestParseDiskStat(t *testing.T) {
+	tests := []struct {
+		name      string
+		line      string
+		wantBytes uint64
+		wantErr   string
+	}{
+		{name: "5.5+ with flushes", line: "10468 2087 734290 5010 203640 120553 11842136 981204 0 530432 1004410 0 0 0 0 41830 17820", wantBytes: 11842136 * 512},
+		{name: "largest sector count a byte counter holds", line: "0 0 0 0 1 0 36028797018963967 0", wantBytes: 36028797018963967 * 512},
+		{name: "sectors whose bytes would wrap", line: "0 0 0 0 1 0 36028797018963968 0", wantErr: "field 7"},
+		{name: "negative", line: "0 0 0 0 -1 0 0 0", wantErr: "field 5"},
+		{name: "short", line: "0 0 0", wantErr: "3 fields"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseDiskStat("sda", tt.line)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("parseDiskStat(%q) = %+v, %v; want an error naming %q", tt.line, got, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got.WriteBytes != tt.wantBytes {
+				t.Fatalf("parseDiskStat(%q) = %+v, %v; want %d write bytes", tt.line, got, err, tt.wantBytes)
+			}
+		})
+	}
+}
+
+func TestQueueAttrs(t *testing.T) {
+	for _, tt := range []struct {
+		in          string
+		flag, known bool
+	}{{"0", false, true}, {"1", true, true}, {"2", false, false}, {"yes", false, false}, {"", false, false}} {
+		if flag, known := queueFlag(tt.in); flag != tt.flag || known != tt.known {
+			t.Errorf("queueFlag(%q) = %v, %v; want %v, %v", tt.in, flag, known, tt.flag, tt.known)
+		}
+	}
+	for _, tt := range []struct {
+		in, want string
+		ok       bool
+	}{{"write back", "write back", true}, {"write through", "write through", true}, {"write around", "", false}, {"", "", false}} {
+		if got, ok := writeCacheMode(tt.in); got != tt.want || ok != tt.ok {
+			t.Errorf("writeCacheMode(%q) = %q, %v; want %q, %v", tt.in, got, ok, tt.want, tt.ok)
+		}
+	}
+}
+
+func TestValidText(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"/mnt/wal", "/mnt/wal"},
+		{"/mnt/\u00e9t\u00e9", "/mnt/\u00e9t\u00e9"},
+		// One replacement per invalid byte, as encoding/json writes it.
+		{"/mnt/\xff\xfe", "/mnt/\ufffd\ufffd"},
+	} {
+		if got := validText(tt.in); got != tt.want {
+			t.Errorf("validText(%q) = %q, want %q", tt.in, got, tt.want)
+		}
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/shirou/gopsutil/v4/disk"
 	"golang.org/x/sys/unix"
@@ -121,10 +122,16 @@ func (c *Collector) collectDev(ctx context.Context, walDir string, major, minor 
 // cache flushes, so an fsync can return before the data leaves a volatile disk cache;
 // data=writeback (ext4(5)) lets file data reach disk after the metadata that points to it.
 func fillMount(s *collector.Storage, m *mount) {
-	s.MountPoint = m.point
-	s.FSType = m.fsType
-	s.MountSource = m.source
-	s.MountOptions = m.options
+	// A path may be any bytes, but what leaves the collector is text: a mount point that is not
+	// UTF-8 would be an invalid label value and drop the storage_info series. JSON encoding
+	// makes the same replacement, so valid names read the same everywhere.
+	s.MountPoint = validText(m.point)
+	s.FSType = validText(m.fsType)
+	s.MountSource = validText(m.source)
+	s.MountOptions = make([]string, len(m.options))
+	for i, o := range m.options {
+		s.MountOptions[i] = validText(o)
+	}
 	s.Volatile = m.fsType == "tmpfs" || m.fsType == "ramfs"
 	for _, o := range m.options {
 		switch o {
@@ -134,6 +141,19 @@ func fillMount(s *collector.Storage, m *mount) {
 			s.DataWriteback = true
 		}
 	}
+}
+
+// validText replaces each byte of s that is not UTF-8 with U+FFFD, as encoding/json does.
+func validText(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		// Ranging over a string yields RuneError for each invalid byte.
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // fillDevice finds the block device and its whole disks in sysfs. Only a sysfs root that is not

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path"
 	"path/filepath"
@@ -127,18 +128,29 @@ type diskInfo struct {
 func (c *Collector) readDisk(s *collector.Storage, dir string) diskInfo {
 	d := diskInfo{Disk: collector.Disk{Name: path.Base(dir)}}
 	var missing []string
+	// odd notes an attribute whose value the kernel does not write: unknown, not "no".
+	odd := func(attr, v string) {
+		s.Notes = append(s.Notes, fmt.Sprintf("%s: %s is %.40q, not a value the kernel writes: unknown", d.Name, attr, v))
+	}
 	if v, err := c.readAttr(dir, "queue/rotational"); err == nil {
-		d.Rotational, d.rotationalKnown = v == "1", true
+		if d.Rotational, d.rotationalKnown = queueFlag(v); !d.rotationalKnown {
+			odd("queue/rotational", v)
+		}
 	} else {
 		missing = append(missing, "queue/rotational")
 	}
 	if v, err := c.readAttr(dir, "queue/write_cache"); err == nil {
-		d.WriteCache = v
+		var ok bool
+		if d.WriteCache, ok = writeCacheMode(v); !ok {
+			odd("queue/write_cache", v)
+		}
 	} else {
 		missing = append(missing, "queue/write_cache")
 	}
 	if v, err := c.readAttr(dir, "queue/fua"); err == nil {
-		d.FUA, d.fuaKnown = v == "1", true
+		if d.FUA, d.fuaKnown = queueFlag(v); !d.fuaKnown {
+			odd("queue/fua", v)
+		}
 	} else {
 		missing = append(missing, "queue/fua")
 	}
@@ -247,19 +259,23 @@ func summarize(s *collector.Storage, disks []diskInfo) {
 	}
 }
 
-// readIO reads the cumulative counters of the block device at dev from its stat file, whose
-// layout is in the kernel's Documentation/block/stat.rst: field 5 write I/Os, 7 write sectors
-// (always 512 bytes, whatever the device's block size), 8 write ticks (ms), 16 flush I/Os and
-// 17 flush ticks (ms). Fields 12-15 (discard) came in 4.18 and 16-17 in 5.5: older kernels
-// report no flushes, which stay 0.
+// readIO reads the cumulative counters of the block device at dev from its stat file.
 func (c *Collector) readIO(dev string) (*collector.DiskIO, error) {
 	line, err := c.readAttr(dev, "stat")
 	if err != nil {
 		return nil, err
 	}
+	return parseDiskStat(path.Base(dev), line)
+}
+
+// parseDiskStat reads the stat line of the block device name, whose layout is in the kernel's
+// Documentation/block/stat.rst: field 5 write I/Os, 7 write sectors (always 512 bytes, whatever
+// the device's block size), 8 write ticks (ms), 16 flush I/Os and 17 flush ticks (ms). Fields
+// 12-15 (discard) came in 4.18 and 16-17 in 5.5: older kernels report no flushes, which stay 0.
+func parseDiskStat(name, line string) (*collector.DiskIO, error) {
 	f := strings.Fields(line)
 	if len(f) < 8 {
-		return nil, fmt.Errorf("%s/stat has %d fields, want at least 8", path.Base(dev), len(f))
+		return nil, fmt.Errorf("%s/stat has %d fields, want at least 8", name, len(f))
 	}
 	field := func(n int) (uint64, error) {
 		if n > len(f) {
@@ -267,15 +283,20 @@ func (c *Collector) readIO(dev string) (*collector.DiskIO, error) {
 		}
 		v, err := strconv.ParseUint(f[n-1], 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("%s/stat field %d: %w", path.Base(dev), n, err)
+			return 0, fmt.Errorf("%s/stat field %d: %w", name, n, err)
 		}
 		return v, nil
 	}
 	var v [18]uint64
 	for _, n := range []int{5, 7, 8, 16, 17} {
+		var err error
 		if v[n], err = field(n); err != nil {
 			return nil, err
 		}
+	}
+	// A sector count this large is no disk's (8 ZiB written); its byte count would wrap.
+	if v[7] > math.MaxUint64/512 {
+		return nil, fmt.Errorf("%s/stat field 7: %d sectors is more bytes than a counter holds", name, v[7])
 	}
 	return &collector.DiskIO{
 		Writes:           v[5],
@@ -284,4 +305,25 @@ func (c *Collector) readIO(dev string) (*collector.DiskIO, error) {
 		Flushes:          v[16],
 		FlushTimeSeconds: float64(v[17]) / 1000,
 	}, nil
+}
+
+// queueFlag reads a 0/1 queue attribute (rotational, fua); anything else is unknown.
+func queueFlag(v string) (flag, known bool) {
+	switch v {
+	case "0":
+		return false, true
+	case "1":
+		return true, true
+	}
+	return false, false
+}
+
+// writeCacheMode reads queue/write_cache, which the kernel writes as "write back" or "write
+// through" (block/blk-sysfs.c); anything else is unknown.
+func writeCacheMode(v string) (string, bool) {
+	switch v {
+	case "write back", "write through":
+		return v, true
+	}
+	return "", false
 }
