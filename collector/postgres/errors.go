@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -49,46 +50,160 @@ func causeText(err error) string {
 	return strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " ")
 }
 
-// redact replaces every secret in s.
+// redactMask replaces a secret.
+const redactMask = "xxxxx"
+
+// redact replaces every secret in s, the longest first: a secret inside another ("two" of
+// "two words") would otherwise cut the longer one apart and leave its rest. One replacement can
+// make a secret appear where the mask meets the text around it ("ax" in "aax" gives "axxxxx"),
+// so it repeats until none is left; every round replaces at least one byte that is not an x, so
+// it ends. A secret of x's alone is part of the mask itself and cannot be told apart from it.
 func redact(s string, secrets []string) string {
-	for _, secret := range secrets {
-		if secret != "" {
-			s = strings.ReplaceAll(s, secret, "xxxxx")
+	secrets = slices.Clone(secrets)
+	slices.SortStableFunc(secrets, func(a, b string) int { return len(b) - len(a) })
+	for changed := true; changed; {
+		changed = false
+		for _, secret := range secrets {
+			if strings.Trim(secret, "x") == "" || !strings.Contains(s, secret) {
+				continue
+			}
+			s = strings.ReplaceAll(s, secret, redactMask)
+			changed = true
 		}
 	}
 	return s
 }
 
-// DSNSecrets finds the passwords in a connection string, in keyword (password=...) and URL
-// (postgres://user:password@host, ?password=...) form, also when it does not parse: pgx redacts
-// the passwords it recognizes in its parse errors, but only on a best-effort basis.
+// The forms a password takes in a connection string, as pgx and libpq read them: the userinfo
+// of a postgres:// URL, a password or sslpassword query parameter, and a password or sslpassword
+// keyword, quoted ('...' with \' and \\ escapes) or not (a backslash escapes the next byte,
+// also a space; the value ends at the next unescaped ASCII space).
+var (
+	dsnURLPassword = regexp.MustCompile(`^postgres(?:ql)?://[^:@/?#]*:([^/?#]*)@`)
+	// An operator may paste a password into a URL without percent-encoding it; then its / ? #
+	// end the authority early, and it reaches as far as the last @.
+	dsnRawURLPassword = regexp.MustCompile(`(?s)^postgres(?:ql)?://[^:@/?#]*:(.*)@`)
+	// pgx reads a # in the query as part of the value (it keeps no fragment); libpq would not.
+	dsnQueryPassword   = regexp.MustCompile(`[?&](?:ssl)?password=([^&]*)`)
+	dsnKeywordPassword = regexp.MustCompile(`(?s)(?:^|[ \t\n\r\v\f'])(?:ssl)?password[ \t\n\r\v\f]*=[ \t\n\r\v\f]*(?:'((?:[^'\\]|\\.)*)'?|((?:[^ \t\n\r\v\f\\]|\\.)+))`)
+)
+
+// DSNSecrets finds the passwords in a connection string, in keyword (password=..., also
+// sslpassword, the client key's) and URL (postgres://user:password@host, ?password=...) form,
+// as written and as decoded, also when the string does not parse: pgx redacts the passwords
+// it recognizes in its parse errors, but only on a best-effort basis, and what it cannot parse
+// it may quote (`missing "=" after "word"`). Where a malformed string leaves the end of a
+// password in doubt, the longer reading is a secret too: masking too much of a broken DSN in an
+// error costs little, showing part of a password does not.
 func DSNSecrets(dsn string) []string {
 	var secrets []string
-	add := func(s string) {
-		if s == "" {
-			return
-		}
-		secrets = append(secrets, s)
-		if u, err := url.PathUnescape(s); err == nil && u != s {
-			secrets = append(secrets, u)
+	add := func(forms ...string) {
+		for _, s := range forms {
+			if s != "" && !slices.Contains(secrets, s) {
+				secrets = append(secrets, s)
+			}
 		}
 	}
-	if m := regexp.MustCompile(`^postgres(?:ql)?://[^:@/?#]*:([^/?#]*)@`).FindStringSubmatch(dsn); m != nil {
+	decoded := func(s string, unescape func(string) (string, error)) string {
+		if u, err := unescape(s); err == nil {
+			return u
+		}
+		return ""
+	}
+	if m := dsnURLPassword.FindStringSubmatch(dsn); m != nil {
+		add(m[1], decoded(m[1], url.PathUnescape))
+	}
+	if m := dsnRawURLPassword.FindStringSubmatch(dsn); m != nil {
 		add(m[1])
 	}
-	for _, m := range regexp.MustCompile(`[?&]password=([^&#]*)`).FindAllStringSubmatch(dsn, -1) {
-		add(m[1])
-	}
-	for _, m := range regexp.MustCompile(`(?:^|\s)password\s*=\s*('(?:[^'\\]|\\.)*'?|\S+)`).FindAllStringSubmatch(dsn, -1) {
-		v := m[1]
-		if strings.HasPrefix(v, "'") {
-			v = strings.TrimSuffix(strings.TrimPrefix(v, "'"), "'")
-			add(v)
-			v = strings.NewReplacer(`\'`, `'`, `\\`, `\`).Replace(v)
+	for _, m := range dsnQueryPassword.FindAllStringSubmatchIndex(dsn, -1) {
+		v := dsn[m[2]:m[3]]
+		// Query values decode + as a space, userinfo does not.
+		for _, v := range []string{v, strings.Split(v, "#")[0]} {
+			add(v, decoded(v, url.PathUnescape), decoded(v, url.QueryUnescape))
 		}
-		add(v)
+		add(v + dsn[m[3]:m[3]+queryContinuation(dsn[m[3]:])])
+	}
+	for _, m := range dsnKeywordPassword.FindAllStringSubmatchIndex(dsn, -1) {
+		if m[2] >= 0 {
+			// A quoted value's inside.
+			v := dsn[m[2]:m[3]]
+			add(v, unescapeKeyword(v))
+			continue
+		}
+		v := dsn[m[4]:m[5]]
+		add(v, unescapeKeyword(v))
+		if n := keywordContinuation(dsn[m[5]:]); n > 0 {
+			add(dsn[m[4] : m[5]+n])
+		}
 	}
 	return secrets
+}
+
+// isConnSpace is libpq's whitespace in a keyword/value connection string.
+func isConnSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'
+}
+
+// keywordContinuation is how much of rest, which follows an unquoted keyword value, still
+// belongs to it when the string is malformed ("password=two words host=db"): the words that
+// are not keyword=value and are not a keyword followed by "=".
+func keywordContinuation(rest string) int {
+	n := 0
+	for {
+		i := n
+		for i < len(rest) && isConnSpace(rest[i]) {
+			i++
+		}
+		if i == n || i == len(rest) {
+			return n
+		}
+		j := i
+		for j < len(rest) && !isConnSpace(rest[j]) {
+			j++
+		}
+		k := j
+		for k < len(rest) && isConnSpace(rest[k]) {
+			k++
+		}
+		if strings.Contains(rest[i:j], "=") || k < len(rest) && rest[k] == '=' {
+			return n
+		}
+		n = j
+	}
+}
+
+// queryContinuation is how much of rest, which follows a query parameter's value, still belongs
+// to it when the URL is malformed ("?password=a&b&sslmode=disable"): the pieces after & that
+// are not key=value.
+func queryContinuation(rest string) int {
+	n := 0
+	for n < len(rest) && rest[n] == '&' {
+		j := n + 1
+		for j < len(rest) && rest[j] != '&' {
+			j++
+		}
+		if strings.Contains(rest[n+1:j], "=") {
+			return n
+		}
+		n = j
+	}
+	return n
+}
+
+// unescapeKeyword reads a keyword value's backslash escapes as libpq does: a backslash stands for
+// the byte after it.
+func unescapeKeyword(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' {
+			if i++; i == len(s) {
+				break
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
 
 // hintFor says what an operator can do about err. user is the role the advisor connects as.

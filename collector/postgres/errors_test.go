@@ -70,6 +70,36 @@ func TestDSNSecrets(t *testing.T) {
 	}
 }
 
+func TestRedactDSN(t *testing.T) {
+	tests := []struct {
+		name, dsn string
+		// password is what must not be seen; want is the whole redacted string.
+		password, want string
+	}{
+		{"sslpassword keyword", "host=db sslpassword=keypass user=a", "keypass", "host=db sslpassword=xxxxx user=a"},
+		{"sslpassword query", "postgres://a@db/x?sslpassword=keypass", "keypass", "postgres://a@db/x?sslpassword=xxxxx"},
+		{"keyword right after a quote", "user='a'password=sekrit", "sekrit", "user='a'password=xxxxx"},
+		{"escaped space in an unquoted value", `host=db password=se\ krit user=a`, "krit", "host=db password=xxxxx user=a"},
+		{"escaped newline in a quoted value", "password='se\\\nkrit' host=db", "krit", "password='xxxxx' host=db"},
+		{"escaped quote before the closing one", `password='it\'s\\' host=db`, `it\'s`, `password='xxxxx' host=db`},
+		{"raw / in URL userinfo", "postgres://a:sek@ret/phrase@db/x", "ret/phrase", "postgres://a:xxxxx@db/x"},
+		{"raw & in a query password", "postgres://a@db/x?password=sek&ret&sslmode=disable", "ret", "postgres://a@db/x?password=xxxxx&sslmode=disable"},
+		{"# in a query password", "postgres://a@db/x?password=sek%23ret#phrase", "phrase", "postgres://a@db/x?password=xxxxx"},
+		{"unescaped words in a keyword value", "host=db password=two words user=a", "words", "host=db password=xxxxx user=a"},
+		{"a keyword with spaces around = is not part of the value", "password=pw host = db", "pw", "password=xxxxx host = db"},
+		// Masking "ax" in "aax" leaves "axxxxx", which holds "ax" again.
+		{"mask next to the text", "password=ax user=aax", "ax", "password=xxxxx user=xxxxxxxxx"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := redact(tt.dsn, DSNSecrets(tt.dsn))
+			if strings.Contains(got, tt.password) || got != tt.want {
+				t.Errorf("redact(%q) = %q, want %q (DSNSecrets %q)", tt.dsn, got, tt.want, DSNSecrets(tt.dsn))
+			}
+		})
+	}
+}
+
 // closedPort returns a loopback port that nothing listens on.
 func closedPort(t *testing.T) int {
 	t.Helper()
