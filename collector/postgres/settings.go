@@ -86,9 +86,14 @@ func settingFromRow(r settingRow) collector.Setting {
 		return s
 	}
 	if b, ok := collector.UnitBytes(unit); ok {
-		// A size past int64 is no real setting; converting it would give a wrapped or negative
-		// number. 1<<63 is exact in float64, and every float64 below it converts exactly.
-		if v := raw * float64(b); v < 1<<63 {
+		// Memory settings are integers: multiply exactly. A size past int64 is no real
+		// setting; converting it would give a wrapped or negative number. 1<<63 is exact in
+		// float64, and every float64 below it converts to an int64.
+		if n, err := strconv.ParseInt(r.Setting, 10, 64); err == nil {
+			if v, ok := collector.MulBytes(n, b); ok {
+				s.Bytes = &v
+			}
+		} else if v := raw * float64(b); v < 1<<63 {
 			n := int64(v)
 			s.Bytes = &n
 		}

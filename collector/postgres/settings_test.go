@@ -74,6 +74,8 @@ func TestSettingsFromRows(t *testing.T) {
 			setting: "some_size", wantBytes: ptr[int64](1125899906842623 * 8192)},
 		{name: "exactly 2^63 bytes", rows: []settingRow{row("some_size", "1125899906842624", "8kB", "x")},
 			setting: "some_size"},
+		{name: "an integer above 2^53 stays exact", rows: []settingRow{row("some_size", "9007199254740993", "B", "x")},
+			setting: "some_size", wantBytes: ptr[int64](9007199254740993)},
 		{name: "NaN", rows: []settingRow{row("some_size", "NaN", "kB", "x")}, setting: "some_size"},
 		{name: "Inf bytes", rows: []settingRow{row("some_size", "Inf", "kB", "x")}, setting: "some_size"},
 		{name: "Inf seconds", rows: []settingRow{row("some_time", "+Inf", "s", "x")}, setting: "some_time"},

@@ -2,7 +2,9 @@ package postgres
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -102,6 +104,17 @@ func parseWAL(versionNum int, walJSON, ioJSON []byte) (*collector.WALStats, erro
 	if err != nil {
 		return nil, fmt.Errorf("pg_stat_wal.wal_bytes: %w", err)
 	}
+	counts := map[string]float64{
+		"wal_records": float64(*w.Records), "wal_fpi": float64(*w.FPI), "wal_bytes": float64(walBytes),
+		"wal_buffers_full": float64(*w.BuffersFull),
+	}
+	if versionNum < walIOVersion {
+		counts["wal_write"], counts["wal_sync"] = float64(*w.Write), float64(*w.Sync)
+		counts["wal_write_time"], counts["wal_sync_time"] = *w.WriteTimeMS, *w.SyncTimeMS
+	}
+	if err := checkNotNegative("pg_stat_wal", counts); err != nil {
+		return nil, err
+	}
 	reset, err := parseTimestamp(w.StatsReset)
 	if err != nil {
 		return nil, fmt.Errorf("pg_stat_wal.stats_reset: %w", err)
@@ -134,8 +147,18 @@ func parseWAL(versionNum int, walJSON, ioJSON []byte) (*collector.WALStats, erro
 		if r.Object != "wal" || r.Context != "normal" {
 			continue
 		}
-		s.Writes += r.Writes
-		s.Syncs += r.Fsyncs
+		if err := checkNotNegative("pg_stat_io", map[string]float64{
+			"writes": float64(r.Writes), "fsyncs": float64(r.Fsyncs), "write_time": r.WriteTimeMS, "fsync_time": r.FsyncTimeMS,
+		}); err != nil {
+			return nil, err
+		}
+		var ok1, ok2 bool
+		if s.Writes, ok1 = addCount(s.Writes, r.Writes); !ok1 {
+			return nil, errors.New("pg_stat_io: the writes of object 'wal' add up to more than an int64 holds")
+		}
+		if s.Syncs, ok2 = addCount(s.Syncs, r.Fsyncs); !ok2 {
+			return nil, errors.New("pg_stat_io: the fsyncs of object 'wal' add up to more than an int64 holds")
+		}
 		writeMS += r.WriteTimeMS
 		syncMS += r.FsyncTimeMS
 		// The counters now come from two statistics kinds that are reset separately
@@ -188,6 +211,13 @@ func parseCheckpoints(versionNum int, rowJSON []byte) (*collector.CheckpointStat
 		}); err != nil {
 			return nil, err
 		}
+		if err := checkNotNegative("pg_stat_bgwriter", map[string]float64{
+			"checkpoints_timed": float64(*b.CheckpointsTimed), "checkpoints_req": float64(*b.CheckpointsReq),
+			"checkpoint_write_time": *b.CheckpointWriteTime, "checkpoint_sync_time": *b.CheckpointSyncTime,
+			"buffers_checkpoint": float64(*b.BuffersCheckpoint),
+		}); err != nil {
+			return nil, err
+		}
 		reset, err := parseTimestamp(b.StatsReset)
 		if err != nil {
 			return nil, fmt.Errorf("pg_stat_bgwriter.stats_reset: %w", err)
@@ -215,6 +245,16 @@ func parseCheckpoints(versionNum int, rowJSON []byte) (*collector.CheckpointStat
 		required["num_done"] = c.NumDone != nil
 	}
 	if err := checkColumns("pg_stat_checkpointer", versionNum, required); err != nil {
+		return nil, err
+	}
+	counts := map[string]float64{
+		"num_timed": float64(*c.NumTimed), "num_requested": float64(*c.NumRequested),
+		"write_time": *c.WriteTime, "sync_time": *c.SyncTime, "buffers_written": float64(*c.BuffersWritten),
+	}
+	if c.NumDone != nil {
+		counts["num_done"] = float64(*c.NumDone)
+	}
+	if err := checkNotNegative("pg_stat_checkpointer", counts); err != nil {
 		return nil, err
 	}
 	reset, err := parseTimestamp(c.StatsReset)
@@ -250,14 +290,44 @@ func checkColumns(view string, versionNum int, present map[string]bool) error {
 		view, strings.Join(missing, ", "), versionNum)
 }
 
-// parseNumeric reads a numeric counter such as wal_bytes.
+// checkNotNegative reports the columns of a view row that are negative. The statistics views
+// count up from their last reset, so a negative counter or time is a broken row, not a fact, and
+// the rates computed from it would be nonsense.
+func checkNotNegative(view string, values map[string]float64) error {
+	var negative []string
+	for name, v := range values {
+		if v < 0 {
+			negative = append(negative, name)
+		}
+	}
+	if len(negative) == 0 {
+		return nil
+	}
+	slices.Sort(negative)
+	return fmt.Errorf("%s.%s is negative: a statistics counter cannot be", view, strings.Join(negative, ", "))
+}
+
+// addCount is a + b, and false when that does not fit in an int64.
+func addCount(a, b int64) (int64, bool) {
+	if b > 0 && a > math.MaxInt64-b || b < 0 && a < math.MinInt64-b {
+		return 0, false
+	}
+	return a + b, true
+}
+
+// parseNumeric reads a numeric counter such as wal_bytes. numeric has no upper bound; a value
+// past int64 is refused rather than converted, which would give an arbitrary number.
 func parseNumeric(n json.Number) (int64, error) {
 	if i, err := strconv.ParseInt(string(n), 10, 64); err == nil {
 		return i, nil
 	}
 	f, err := strconv.ParseFloat(string(n), 64)
-	if err != nil {
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
 		return 0, fmt.Errorf("not a number: %q", string(n))
+	}
+	// -2^63 and 2^63 are exact in float64; the first fits in an int64, the second does not.
+	if err != nil || f >= 1<<63 || f < -(1<<63) {
+		return 0, fmt.Errorf("%.40s is out of range", string(n))
 	}
 	return int64(f), nil
 }

@@ -206,6 +206,58 @@ func TestStatsWrongLayout(t *testing.T) {
 				return err
 			},
 		},
+		// Rows are untrusted: what no server writes is refused, not turned into a rate.
+		{
+			name: "negative counter", versionNum: 150000, wantErr: "pg_stat_wal.wal_records is negative",
+			parse: func(v int) error {
+				_, err := parseWAL(v, []byte(`{"wal_records":-1,"wal_fpi":1,"wal_bytes":1,"wal_buffers_full":1,"wal_write":1,"wal_sync":1,"wal_write_time":0,"wal_sync_time":0}`), nil)
+				return err
+			},
+		},
+		{
+			name: "negative time", versionNum: 150000, wantErr: "pg_stat_wal.wal_sync_time is negative",
+			parse: func(v int) error {
+				_, err := parseWAL(v, []byte(`{"wal_records":1,"wal_fpi":1,"wal_bytes":1,"wal_buffers_full":1,"wal_write":1,"wal_sync":1,"wal_write_time":0,"wal_sync_time":-0.5}`), nil)
+				return err
+			},
+		},
+		{
+			// numeric has no bound; converting 1e30 to int64 gave an arbitrary (negative) number.
+			name: "wal_bytes past int64", versionNum: 150000, wantErr: "wal_bytes: 1000000000000000000000000000000 is out of range",
+			parse: func(v int) error {
+				_, err := parseWAL(v, []byte(`{"wal_records":1,"wal_fpi":1,"wal_bytes":1000000000000000000000000000000,"wal_buffers_full":1,"wal_write":1,"wal_sync":1,"wal_write_time":0,"wal_sync_time":0}`), nil)
+				return err
+			},
+		},
+		{
+			name: "pg_stat_io writes adding past int64", versionNum: 180000, wantErr: "add up to more than an int64",
+			parse: func(v int) error {
+				row := `{"object":"wal","context":"normal","writes":9223372036854775807,"fsyncs":0,"write_time":0,"fsync_time":0}`
+				_, err := parseWAL(v, readFixture(t, "pg18", "pg_stat_wal.json"), []byte("["+row+","+row+"]"))
+				return err
+			},
+		},
+		{
+			name: "negative pg_stat_io fsyncs", versionNum: 180000, wantErr: "pg_stat_io.fsyncs is negative",
+			parse: func(v int) error {
+				_, err := parseWAL(v, readFixture(t, "pg18", "pg_stat_wal.json"), []byte(`[{"object":"wal","context":"normal","writes":1,"fsyncs":-3,"write_time":0,"fsync_time":0}]`))
+				return err
+			},
+		},
+		{
+			name: "negative checkpoints", versionNum: 160000, wantErr: "pg_stat_bgwriter.checkpoints_req is negative",
+			parse: func(v int) error {
+				_, err := parseCheckpoints(v, []byte(`{"checkpoints_timed":1,"checkpoints_req":-1,"checkpoint_write_time":0,"checkpoint_sync_time":0,"buffers_checkpoint":0}`))
+				return err
+			},
+		},
+		{
+			name: "negative num_done", versionNum: 180000, wantErr: "pg_stat_checkpointer.num_done is negative",
+			parse: func(v int) error {
+				_, err := parseCheckpoints(v, []byte(`{"num_timed":1,"num_requested":1,"num_done":-2,"write_time":0,"sync_time":0,"buffers_written":0}`))
+				return err
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

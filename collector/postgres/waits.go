@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"strings"
+	"unicode/utf8"
 
 	"github.com/pgwal-advisor/pgwal-advisor/collector"
 )
@@ -30,6 +31,13 @@ func waitEventsQuery(versionNum int) string {
 // became WalWrite, WALSync WalSync, ...), and 13 dropped the "Lock" suffix of the LWLocks
 // (WALWriteLock became WALWrite) and renamed the wal_insert tranche WALInsert.
 func waitEventKey(eventType, event string) string {
+	// The names are ASCII; strings.ToLower would also fold the Kelvin sign (U+212A) to k and
+	// match "WALWriteLoc\u212a", a name no server reports.
+	for i := 0; i < len(event); i++ {
+		if event[i] >= utf8.RuneSelf {
+			return ""
+		}
+	}
 	name := strings.ToLower(event)
 	switch eventType {
 	case "IO":
@@ -84,6 +92,11 @@ func (t *waitTally) add(rows []waitCount) {
 	}
 	t.samples++
 	for _, r := range rows {
+		// count(*) is never negative; a row that says so is dropped rather than let it cancel
+		// the backends of another.
+		if r.n < 0 {
+			continue
+		}
 		t.active += r.n
 		if k := waitEventKey(r.eventType, r.event); k != "" {
 			t.counts[k] += r.n

@@ -34,6 +34,9 @@ func TestWaitEventKey(t *testing.T) {
 		{"IO", "DataFileRead", ""},
 		{"Client", "ClientRead", ""},
 		{"", "", ""},
+		// Only ASCII folds: the Kelvin sign lowercases to k, but no server spells a name so.
+		{"LWLock", "WALWriteLoc\u212a", ""},
+		{"LWLock", "WALBufMappingLoc\u212a", ""},
 	}
 	for _, tt := range tests {
 		if got := waitEventKey(tt.eventType, tt.event); got != tt.want {
@@ -53,11 +56,12 @@ func TestWaitTally(t *testing.T) {
 		{n: 2}, // active, not waiting
 	})
 	tally.add([]waitCount{{eventType: "IO", event: "WALSync", n: 1}, {eventType: "Lock", event: "transactionid", n: 4}})
-	tally.add(nil) // an idle server
+	tally.add(nil)                                                     // an idle server
+	tally.add([]waitCount{{eventType: "IO", event: "WalSync", n: -7}}) // a broken row
 	tally.fail(errString("boom"))
 
 	w, failures, lastErr := tally.take()
-	want := &collector.WaitEvents{Samples: 3, ActiveBackends: 15, Counts: map[string]int64{
+	want := &collector.WaitEvents{Samples: 4, ActiveBackends: 15, Counts: map[string]int64{
 		collector.EventIOWALWrite: 0, collector.EventIOWALSync: 4, collector.EventIOWALInitWrite: 0,
 		collector.EventIOWALInitSync: 0, collector.EventLWLockWALInsert: 0, collector.EventLWLockWALWrite: 5,
 		collector.EventLWLockWALBufMap: 0,
