@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -75,7 +77,7 @@ func (c *Collector) readVM() (collector.VM, error) {
 		if err != nil {
 			return vm, fmt.Errorf("read vm.%s (%s): %w", k.name, procfsHint, err)
 		}
-		v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		v, err := parseKnob(k.name, string(b))
 		if err != nil {
 			return vm, fmt.Errorf("parse %s: %w", path, err)
 		}
@@ -84,12 +86,37 @@ func (c *Collector) readVM() (collector.VM, error) {
 	return vm, nil
 }
 
+// parseKnob reads a vm.dirty_* file. The kernel's sysctl table (kernel/sysctl.c,
+// mm/page-writeback.c) keeps the ratios within 0..100 and the others at 0 or more; a value
+// outside that is not the kernel's, and the thresholds computed from it would be nonsense.
+func parseKnob(name, text string) (int64, error) {
+	v, err := strconv.ParseInt(strings.TrimSpace(text), 10, 64)
+	if err != nil {
+		return 0, err
+	}
+	limit := int64(math.MaxInt64)
+	if strings.HasSuffix(name, "_ratio") {
+		limit = 100
+	}
+	if v < 0 || v > limit {
+		return 0, fmt.Errorf("%d is outside the kernel's range 0..%d", v, limit)
+	}
+	return v, nil
+}
+
 // readMeminfo uses gopsutil, which honours the procfs root through the context (HOST_PROC).
 // VirtualMemoryWithContext gives MemTotal, MemFree, MemAvailable, Dirty and Writeback; only its
 // Linux extension gives Active(file) and Inactive(file), and that is a second read of the file.
 // The two reads are a few microseconds apart, which is nothing next to how fast these counters
 // move; the thresholds they feed are approximations anyway.
 func (c *Collector) readMeminfo(ctx context.Context) (collector.Meminfo, error) {
+	// gopsutil multiplies kB by 1024 in a uint64: check the values first, or a broken file's
+	// huge one would wrap to a plausible size. Its own errors (a missing file) come below.
+	if b, err := os.ReadFile(filepath.Join(c.procfs, "meminfo")); err == nil {
+		if err := checkMeminfo(b); err != nil {
+			return collector.Meminfo{}, fmt.Errorf("read meminfo %s: %w", filepath.Join(c.procfs, "meminfo"), err)
+		}
+	}
 	ctx = context.WithValue(ctx, common.EnvKey, common.EnvMap{common.HostProcEnvKey: c.procfs})
 	vm, err := mem.VirtualMemoryWithContext(ctx)
 	if err != nil {
@@ -105,6 +132,13 @@ func (c *Collector) readMeminfo(ctx context.Context) (collector.Meminfo, error) 
 		return collector.Meminfo{}, fmt.Errorf("read meminfo: no MemTotal in %s (%s)",
 			filepath.Join(c.procfs, "meminfo"), procfsHint)
 	}
+	// Sums such as gopsutil's MemAvailable estimate (MemFree + Cached) can still pass int64.
+	for _, v := range []uint64{vm.Total, vm.Free, vm.Available, ex.ActiveFile, ex.InactiveFile, vm.Dirty, vm.WriteBack} {
+		if v > math.MaxInt64 {
+			return collector.Meminfo{}, fmt.Errorf("read meminfo %s: %d bytes is more than a counter holds",
+				filepath.Join(c.procfs, "meminfo"), v)
+		}
+	}
 	return collector.Meminfo{
 		MemTotalBytes:     int64(vm.Total),
 		MemFreeBytes:      int64(vm.Free),
@@ -114,6 +148,30 @@ func (c *Collector) readMeminfo(ctx context.Context) (collector.Meminfo, error) 
 		DirtyBytes:        int64(vm.Dirty),
 		WritebackBytes:    int64(vm.WriteBack),
 	}, nil
+}
+
+// meminfoKeys are the fields whose bytes the collector uses or gopsutil derives them from
+// (MemAvailable's estimate on kernels before 3.14).
+var meminfoKeys = []string{"MemTotal", "MemFree", "MemAvailable", "Buffers", "Cached", "Active(file)",
+	"Inactive(file)", "Dirty", "Writeback", "SReclaimable"}
+
+// checkMeminfo refuses a meminfo whose used fields hold more kB than an int64 holds bytes.
+func checkMeminfo(b []byte) error {
+	for _, line := range strings.Split(string(b), "\n") {
+		key, rest, ok := strings.Cut(line, ":")
+		if !ok || !slices.Contains(meminfoKeys, strings.TrimSpace(key)) {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) == 0 {
+			continue
+		}
+		// What does not parse is gopsutil's to report.
+		if v, err := strconv.ParseUint(f[0], 10, 64); err == nil && v > math.MaxInt64/1024 {
+			return fmt.Errorf("%s: %d kB is more bytes than a counter holds", strings.TrimSpace(key), v)
+		}
+	}
+	return nil
 }
 
 // pathError returns the *fs.PathError inside err when there is one: gopsutil wraps it as
@@ -135,7 +193,15 @@ func pathError(err error) error {
 // Documentation/admin-guide/sysctl/vm.rst calls this "total available memory that contains free
 // pages and reclaimable pages".
 func dirtyableBytes(mi collector.Meminfo) int64 {
-	return mi.MemFreeBytes + mi.ActiveFileBytes + mi.InactiveFileBytes
+	sum := int64(0)
+	for _, v := range []int64{mi.MemFreeBytes, mi.ActiveFileBytes, mi.InactiveFileBytes} {
+		// Each is at most MaxInt64 (readMeminfo checks); their sum may not be.
+		if v > math.MaxInt64-sum {
+			return math.MaxInt64
+		}
+		sum += v
+	}
+	return sum
 }
 
 // thresholds returns the effective background and foreground dirty thresholds in bytes, as the
@@ -147,14 +213,20 @@ func dirtyableBytes(mi collector.Meminfo) int64 {
 func thresholds(vm collector.VM, dirtyable int64) (background, foreground int64) {
 	foreground = vm.DirtyBytes
 	if foreground == 0 {
-		foreground = dirtyable * vm.DirtyRatio / 100
+		foreground = percent(dirtyable, vm.DirtyRatio)
 	}
 	background = vm.DirtyBackgroundBytes
 	if background == 0 {
-		background = dirtyable * vm.DirtyBackgroundRatio / 100
+		background = percent(dirtyable, vm.DirtyBackgroundRatio)
 	}
 	if background >= foreground {
 		background = foreground / 2
 	}
 	return background, foreground
+}
+
+// percent is n*p/100 rounded down, for n >= 0 and p within 0..100, without the overflow of
+// n*p: n = 100q + r gives q*p + r*p/100.
+func percent(n, p int64) int64 {
+	return n/100*p + n%100*p/100
 }

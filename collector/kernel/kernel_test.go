@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -200,5 +201,65 @@ func TestCollectHost(t *testing.T) {
 	}
 	if got.VM.DirtyExpireCentisecs <= 0 {
 		t.Errorf("DirtyExpireCentisecs = %d, want > 0", got.VM.DirtyExpireCentisecs)
+	}
+}
+
+func TestParseKnob(t *testing.T) {
+	tests := []struct {
+		name, text string
+		want       int64
+		wantErr    bool
+	}{
+		{"dirty_ratio", "20\n", 20, false},
+		{"dirty_ratio", "100", 100, false},
+		{"dirty_ratio", "101", 0, true},
+		{"dirty_background_ratio", "-1", 0, true},
+		{"dirty_bytes", "268435456", 268435456, false},
+		{"dirty_bytes", "-4096", 0, true},
+		{"dirty_expire_centisecs", "-1", 0, true},
+		{"dirty_writeback_centisecs", "twenty", 0, true},
+	}
+	for _, tt := range tests {
+		got, err := parseKnob(tt.name, tt.text)
+		if got != tt.want || (err != nil) != tt.wantErr {
+			t.Errorf("parseKnob(%s, %q) = %d, %v; want %d, error %v", tt.name, tt.text, got, err, tt.want, tt.wantErr)
+		}
+	}
+}
+
+// A meminfo value whose bytes pass int64 wrapped in gopsutil's uint64 product to a plausible
+// size, and sums of huge fields went negative as int64.
+func TestReadMeminfoOverflow(t *testing.T) {
+	tests := []struct {
+		name, meminfo, wantIn string
+	}{
+		{"kB past int64 bytes", "MemTotal: 18014398509481985 kB\nMemFree: 1 kB\n", "MemTotal: 18014398509481985 kB"},
+		{"used field past int64 bytes", "MemTotal: 16318412 kB\nMemFree: 1 kB\nDirty: 9007199254740992 kB\n", "Dirty"},
+		{"estimated MemAvailable past int64", "MemTotal: 9007199254740991 kB\nMemFree: 9007199254740991 kB\nCached: 9007199254740991 kB\n", "more than a counter holds"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "meminfo"), []byte(tt.meminfo), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			mi, err := New(dir).readMeminfo(context.Background())
+			if err == nil || !strings.Contains(err.Error(), tt.wantIn) {
+				t.Fatalf("readMeminfo() = %+v, %v; want an error naming %q", mi, err, tt.wantIn)
+			}
+		})
+	}
+}
+
+func TestThresholdsLarge(t *testing.T) {
+	// 8 EiB of dirtyable memory: dirtyable*ratio overflowed int64 and went negative.
+	const dirtyable = 1 << 62
+	bg, fg := thresholds(collector.VM{DirtyBackgroundRatio: 10, DirtyRatio: 20}, dirtyable)
+	if bg != dirtyable/100*10+dirtyable%100*10/100 || fg != dirtyable/100*20+dirtyable%100*20/100 || bg <= 0 || bg >= fg {
+		t.Errorf("thresholds(10%%/20%% of 2^62) = %d, %d", bg, fg)
+	}
+	mi := collector.Meminfo{MemFreeBytes: 1 << 62, ActiveFileBytes: 1 << 62, InactiveFileBytes: 1 << 62}
+	if got := dirtyableBytes(mi); got != math.MaxInt64 {
+		t.Errorf("dirtyableBytes(3 * 2^62) = %d, want it to stop at MaxInt64", got)
 	}
 }
