@@ -27,6 +27,20 @@ lint:
 test-go:
 	$(GO) test -count=1 -timeout 20m ./...
 
+# fuzz runs every fuzz target (go test -fuzz) for FUZZTIME each, one at a time on one worker:
+# `make test` replays only their seed corpora and the findings kept in testdata/fuzz/.
+# FUZZPKGS narrows it, e.g. `make fuzz FUZZPKGS=./collector/... FUZZTIME=10s`.
+FUZZTIME ?= 60s
+FUZZPKGS ?= ./...
+.PHONY: fuzz
+fuzz:
+	@for pkg in $$($(GO) list $(FUZZPKGS)); do \
+	  for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	    echo "== $$pkg $$t"; \
+	    $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) -parallel 1 $$pkg || exit 1; \
+	  done; \
+	done
+
 # demo is the README's main job: a throwaway cluster on the simulated slow disk, seed 001's
 # workload, and the advisor finding and fixing the problem.
 demo: deps build

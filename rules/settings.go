@@ -105,7 +105,7 @@ func (s settings) number(name string) (float64, bool) {
 		raw = v.Value
 	}
 	f, err := strconv.ParseFloat(raw, 64)
-	return f, err == nil
+	return f, err == nil && !math.IsNaN(f) && !math.IsInf(f, 0)
 }
 
 // humanBytes writes a byte count for a summary ("93MB", "6.4GB").

@@ -83,7 +83,7 @@ var (
 	// An operator may paste a password into a URL without percent-encoding it; then its / ? #
 	// end the authority early, and it reaches as far as the last @.
 	dsnRawURLPassword = regexp.MustCompile(`(?s)^postgres(?:ql)?://[^:@/?#]*:(.*)@`)
-	// pgx reads a # in the query as part of the value (it keeps no fragment); libpq would not.
+	// pgx reads a # in the query as part of the value: it keeps no fragment.
 	dsnQueryPassword   = regexp.MustCompile(`[?&](?:ssl)?password=([^&]*)`)
 	dsnKeywordPassword = regexp.MustCompile(`(?s)(?:^|[ \t\n\r\v\f'])(?:ssl)?password[ \t\n\r\v\f]*=[ \t\n\r\v\f]*(?:'((?:[^'\\]|\\.)*)'?|((?:[^ \t\n\r\v\f\\]|\\.)+))`)
 )
@@ -118,7 +118,8 @@ func DSNSecrets(dsn string) []string {
 	}
 	for _, m := range dsnQueryPassword.FindAllStringSubmatchIndex(dsn, -1) {
 		v := dsn[m[2]:m[3]]
-		// Query values decode + as a space, userinfo does not.
+		// pgx decodes percent escapes only; a reader of the query as a form decodes + as a space
+		// and ends the value at a #: every reading is a secret.
 		for _, v := range []string{v, strings.Split(v, "#")[0]} {
 			add(v, decoded(v, url.PathUnescape), decoded(v, url.QueryUnescape))
 		}

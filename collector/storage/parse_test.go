@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/pgwal-advisor/pgwal-advisor/collector"
 )
@@ -267,4 +268,23 @@ func boolStr(p *bool) string {
 		return "true"
 	}
 	return "false"
+}
+
+// A mount point that is not UTF-8 must not leave the collector as such: it would be an invalid
+// label value and cost the storage_info series.
+func TestFillMountValidText(t *testing.T) {
+	m, ok := parseMountinfoLine("46 22 8:21 / /mnt/wal\xff rw,noatime - ext4 /dev/sd\xfe rw,nobarrier,label=\xc3")
+	if !ok {
+		t.Fatal("line not parsed")
+	}
+	var s collector.Storage
+	fillMount(&s, &m)
+	if s.MountPoint != "/mnt/wal\ufffd" || s.MountSource != "/dev/sd\ufffd" || !s.NoBarrier {
+		t.Errorf("fillMount() = point %q source %q nobarrier %v", s.MountPoint, s.MountSource, s.NoBarrier)
+	}
+	for _, o := range s.MountOptions {
+		if !utf8.ValidString(o) {
+			t.Errorf("option %q is not UTF-8", o)
+		}
+	}
 }
