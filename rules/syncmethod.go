@@ -116,20 +116,27 @@ func evalSyncMethodSlow(in Input) Result {
 
 	// The server's write pattern: bulk when a good share of its WAL writes are buffer-full
 	// writes. Before 14 there is no pg_stat_wal and commits (one write per flush) are assumed.
-	writesPerSync, share, syncRate := 1, 0.0, 0.0
+	writesPerSync, share := 1, 0.0
+	// Flushes per second, for the prediction: pg_stat_wal.wal_sync counts them, except under the
+	// open_* methods, where PostgreSQL issues no separate sync and leaves it at zero (docs:
+	// pg_stat_wal); then each flush is taken to be writesPerSync of the counted writes.
+	var flushRate float64
+	var flushSource string
 	if pg.WAL != nil {
 		w := sinceWindow(in, t.Window)
 		if cold := coldStart(w, t); cold != "" {
 			return notEnough("%s", cold)
-		}
-		if c := w.Change(WALSyncs); c.OK() {
-			syncRate = c.Rate()
 		}
 		if b, ok := measureBufferWrites(w, s, method, probe); ok {
 			share = b.Share
 			if b.Share >= t.BulkBuffersFullShare && b.Rate >= t.BuffersFullMinRate {
 				writesPerSync = 2
 			}
+		}
+		if c := w.Change(WALSyncs); c.OK() && c.Rate() > 0 {
+			flushRate, flushSource = c.Rate(), "wal_sync"
+		} else if c := w.Change(WALWrites); isOpenMethod(method) && c.OK() && c.Rate() > 0 {
+			flushRate, flushSource = c.Rate()/float64(writesPerSync), fmt.Sprintf("wal_write / %d", writesPerSync)
 		}
 	}
 	cur, ok := probeResult(probe, method, writesPerSync)
@@ -181,12 +188,13 @@ func evalSyncMethodSlow(in Input) Result {
 
 	curSec, pickSec := usSeconds(cur.LatencyUS.Mean), usSeconds(pick.m.LatencyUS.Mean)
 	// The gain Resolve weighs against other rules' for wal_sync_method: the time saved per flush
-	// times this server's flushes per second (pg_stat_wal.wal_sync; unknown before 14).
+	// times this server's flushes per second (unknown before 14, without pg_stat_wal).
 	var prediction *Prediction
-	if syncRate > 0 {
+	if flushRate > 0 {
 		prediction = &Prediction{
-			SavedSecondsPerSecond: (curSec - pickSec) * syncRate,
-			Basis:                 fmt.Sprintf("%s saved per flush at %.0f WAL flushes per second", humanSeconds(curSec-pickSec), syncRate),
+			SavedSecondsPerSecond: (curSec - pickSec) * flushRate,
+			Basis: fmt.Sprintf("%s saved per flush at %.0f WAL flushes per second (%s)",
+				humanSeconds(curSec-pickSec), flushRate, flushSource),
 		}
 	}
 	pattern := "one 8kB write per flush (commits)"
