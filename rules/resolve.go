@@ -104,7 +104,8 @@ func conflictRule() Rule {
 // recommendation per setting"):
 //
 //  1. measured evidence over configuration facts (rules marked Immediate);
-//  2. among measured findings that both carry a prediction, the larger predicted gain;
+//  2. among measured findings, the larger predicted gain (Finding.Prediction); a finding with a
+//     prediction before one without;
 //  3. the value that comes first in the preferred wal_sync_method order sync-method-slow uses
 //     (fdatasync, fsync, open_datasync, open_sync, fsync_writethrough);
 //  4. the smaller step from the current value;
