@@ -4,7 +4,7 @@
 // are applied, the best configuration of a small grid search, and the configuration static
 // tuners (PGTune, timescaledb-tune) give for this machine.
 //
-// It is lab equipment (`pgwal-advisor bench`, `make bench`): everything it starts - clusters,
+// It is lab equipment (`pgwal-lab bench`, `make bench`): everything it starts - clusters,
 // simulated disks, loop devices, changes to /proc/sys/vm - it undoes, also when its context is
 // cancelled (Ctrl-C) and on errors. The figures are the suite's product; the harness never tunes
 // itself to meet the targets, it reports them met or missed.
