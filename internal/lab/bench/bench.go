@@ -26,6 +26,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab"
+	"github.com/pgwal-advisor/pgwal-advisor/probes"
 )
 
 // Scenario IDs, in the order the suite runs them.
@@ -128,8 +129,11 @@ func sizesFor(quick bool) sizes {
 	}
 }
 
-// durableMethods are Linux's wal_sync_methods; fsync_writethrough does not exist there.
-func durableMethods() []string { return []string{"open_datasync", "fdatasync", "fsync", "open_sync"} }
+// durableMethods are Linux's wal_sync_methods (fsync_writethrough does not exist there) in
+// pg_test_fsync's order, the order of the report's rows.
+func durableMethods() []string {
+	return slices.DeleteFunc(probes.SyncMethods(), func(m string) bool { return m == probes.FsyncWritethrough })
+}
 
 // runner carries what every scenario needs.
 type runner struct {
