@@ -148,32 +148,43 @@ func TestResolveBounds(t *testing.T) {
 	}
 }
 
-// The flags every command shares are checked against the same table.
+// Every command's flags are checked against the same table, each against its own row.
 func TestCheckFlags(t *testing.T) {
 	for _, tc := range []struct {
-		args []string
-		want string
+		command string
+		args    []string
+		want    string
 	}{
-		{nil, ""},
-		{[]string{"--query-timeout", "0s"}, "--query-timeout 0s: below the minimum 100ms"},
-		{[]string{"--query-timeout", "1h"}, "--query-timeout 1h0m0s: above the maximum 10m0s"},
-		{[]string{"--wait-events.interval", "1ns"}, "--wait-events.interval 1ns: below the minimum"},
-		{[]string{"--apply.verify-window", "0s"}, "--apply.verify-window 0s: below the minimum 1s"},
-		// --interval means different things in collect (0: one snapshot) and run: run's
-		// configuration checks it, not the root.
-		{[]string{"--interval", "0s"}, ""},
+		{"collect", nil, ""},
+		{"collect", []string{"--query-timeout", "0s"}, "--query-timeout 0s: below the minimum 100ms"},
+		{"check", []string{"--query-timeout", "1h"}, "--query-timeout 1h0m0s: above the maximum 10m0s"},
+		{"collect", []string{"--wait-events.interval", "1ns"}, "--wait-events.interval 1ns: below the minimum"},
+		{"run", []string{"--apply.verify-window", "0s"}, "--apply.verify-window 0s: below the minimum 1s"},
+		// collect's --interval 0 is one snapshot; check's and run's interval has a minimum.
+		{"collect", []string{"--interval", "0s"}, ""},
+		{"check", []string{"--interval", "0s"}, "--interval 0s: below the minimum 100ms"},
+		{"run", []string{"--interval", "1ns"}, "--interval 1ns: below the minimum 100ms"},
+		{"apply", []string{"--window", "0s"}, "--window 0s: below the minimum 1s"},
+		{"check", []string{"--probe.budget", "0s"}, "--probe.budget 0s: below the minimum 100ms"},
+		{"probe", []string{"--precision", "0"}, "--precision 0: below the minimum 0.001"},
+		{"probe", []string{"--precision", "1.5"}, "--precision 1.5: above the maximum 0.5"},
+		// A flag another command bounds is not this one's business.
+		{"version", []string{"--window", "0s"}, ""},
 	} {
-		fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
+		fs := pflag.NewFlagSet(tc.command, pflag.ContinueOnError)
 		fs.Duration("query-timeout", 5*time.Second, "")
 		fs.Duration("wait-events.interval", time.Second, "")
 		fs.Duration("apply.verify-window", 5*time.Minute, "")
-		fs.Duration("interval", 0, "")
+		fs.Duration("interval", 5*time.Second, "")
+		fs.Duration("window", time.Minute, "")
+		fs.Duration("probe.budget", 10*time.Second, "")
+		fs.Float64("precision", 0.05, "")
 		if err := fs.Parse(tc.args); err != nil {
 			t.Fatal(err)
 		}
-		err := CheckFlags(fs)
+		err := CheckFlags(tc.command, fs)
 		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
-			t.Errorf("%v: err = %v, want %q", tc.args, err, tc.want)
+			t.Errorf("%s %v: err = %v, want %q", tc.command, tc.args, err, tc.want)
 		}
 	}
 }
@@ -185,7 +196,7 @@ func TestLimitsCoverEverySetting(t *testing.T) {
 	for _, l := range Limits() {
 		id := l.Key
 		if id == "" {
-			id = l.Flag
+			id = "--" + l.Flag + " of " + strings.Join(l.Commands, ",")
 		}
 		if _, dup := rows[id]; dup {
 			t.Errorf("two rows for %s", id)
@@ -227,17 +238,16 @@ func TestLimitsCoverEverySetting(t *testing.T) {
 		if f.Value.Type() != "duration" && f.Value.Type() != "float64" {
 			return
 		}
-		found := false
-		for _, l := range rows {
-			found = found || l.Flag == f.Name
-		}
-		if !found {
+		if _, ok := LimitFor("run", f.Name); !ok {
 			t.Errorf("flag --%s has no row in Limits", f.Name)
 		}
 	})
 	for id, l := range rows {
 		if _, ok := vals[id]; !ok && l.Key != "" {
 			t.Errorf("row %s names no setting of the configuration", id)
+		}
+		if l.Key == "" && len(l.Commands) == 0 {
+			t.Errorf("row %s bounds a flag of no command", id)
 		}
 	}
 }

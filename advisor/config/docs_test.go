@@ -2,6 +2,7 @@ package config
 
 import (
 	"os"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -15,7 +16,18 @@ func docRow(l Limit) string {
 	if l.Flag != "" {
 		names = append(names, "`--"+l.Flag+"`")
 	}
-	return "| " + strings.Join(names, ", ") + " | " + l.format(l.Min) + " | " + l.format(l.Max) + " |"
+	var commands []string
+	if slices.Contains(l.Commands, "*") {
+		commands = []string{"every command"}
+	} else if l.Key != "" {
+		commands = append(commands, "run")
+	}
+	for _, c := range l.Commands {
+		if c != "*" && !slices.Contains(commands, c) {
+			commands = append(commands, c)
+		}
+	}
+	return "| " + strings.Join(names, ", ") + " | " + strings.Join(commands, ", ") + " | " + l.format(l.Min) + " | " + l.format(l.Max) + " |"
 }
 
 // docs/http.md lists every bound as Limits has it.

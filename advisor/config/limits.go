@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"time"
 
@@ -33,11 +34,36 @@ type Limit struct {
 	Key string
 	// Flag is the command-line flag without its dashes; "" for a key only the file has.
 	Flag string
-	// Everywhere says that the flag means the same in every command that has it, so the root
-	// command checks it whatever the subcommand (--query-timeout, --wait-events.interval).
-	Everywhere bool
-	Kind       Kind
-	Min, Max   float64
+	// Commands are the subcommands whose Flag this row bounds, "*" for every command that has
+	// it (--query-timeout). A row with both Key and Flag bounds run's flag too: run's flags
+	// and its file are one configuration.
+	Commands []string
+	Kind     Kind
+	Min, Max float64
+}
+
+// every is Commands for a flag that means the same in every command that has it.
+var every = []string{"*"}
+
+// appliesTo reports whether the row bounds command's flag.
+func (l Limit) appliesTo(command string) bool {
+	if l.Flag == "" {
+		return false
+	}
+	if command == "run" && l.Key != "" {
+		return true
+	}
+	return slices.Contains(l.Commands, "*") || slices.Contains(l.Commands, command)
+}
+
+// LimitFor returns the row that bounds command's flag, if any.
+func LimitFor(command, flag string) (Limit, bool) {
+	for _, l := range Limits() {
+		if l.Flag == flag && l.appliesTo(command) {
+			return l, true
+		}
+	}
+	return Limit{}, false
 }
 
 func dur(d time.Duration) float64 { return float64(d) }
@@ -54,22 +80,36 @@ func Limits() []Limit {
 	return []Limit{
 		// Each snapshot is a handful of catalog queries and a few /proc and /sys reads: below
 		// 100 ms their cost is no longer small beside the server's work.
-		{Key: "interval", Flag: "interval", Kind: Duration, Min: dur(100 * time.Millisecond), Max: dur(day)},
+		// check and apply take snapshots the same way within their window.
+		{Key: "interval", Flag: "interval", Commands: []string{"check", "apply"}, Kind: Duration, Min: dur(100 * time.Millisecond), Max: dur(day)},
+		// collect's --interval 0 means one snapshot.
+		{Flag: "interval", Commands: []string{"collect"}, Kind: Duration, Min: 0, Max: dur(day)},
 		// One pg_stat_activity query per sample: at most ten a second.
-		{Key: "wait_events.interval", Flag: "wait-events.interval", Everywhere: true, Kind: Duration, Min: dur(100 * time.Millisecond), Max: dur(time.Hour)},
+		{Key: "wait_events.interval", Flag: "wait-events.interval", Commands: every, Kind: Duration, Min: dur(100 * time.Millisecond), Max: dur(time.Hour)},
 		// At least two snapshots are needed for a rate (the advisor checks that too); at most a
 		// week of snapshots is held in memory.
-		{Key: "history.window", Flag: "history.window", Everywhere: true, Kind: Duration, Min: dur(time.Second), Max: dur(week)},
+		{Key: "history.window", Flag: "history.window", Kind: Duration, Min: dur(time.Second), Max: dur(week)},
 		// A burst shorter than probes.MinDuration gives too few samples of each method.
-		{Key: "probe.burst", Flag: "probe.burst", Everywhere: true, Kind: Duration, Min: dur(probes.MinDuration), Max: dur(10 * time.Minute)},
-		{Key: "probe.interval", Flag: "probe.interval", Everywhere: true, Kind: Duration, Min: dur(time.Second), Max: dur(day)},
+		{Key: "probe.burst", Flag: "probe.burst", Kind: Duration, Min: dur(probes.MinDuration), Max: dur(10 * time.Minute)},
+		{Key: "probe.interval", Flag: "probe.interval", Kind: Duration, Min: dur(time.Second), Max: dur(day)},
 		// A query that cannot finish in 100 ms on a loaded server is not a failure; one that
 		// takes ten minutes holds its snapshot back for ten minutes.
-		{Flag: "query-timeout", Everywhere: true, Kind: Duration, Min: dur(100 * time.Millisecond), Max: dur(10 * time.Minute)},
+		{Flag: "query-timeout", Commands: every, Kind: Duration, Min: dur(100 * time.Millisecond), Max: dur(10 * time.Minute)},
 		// The figures before and after a change need a few snapshots each.
-		{Flag: "apply.verify-window", Everywhere: true, Kind: Duration, Min: dur(time.Second), Max: dur(day)},
+		{Flag: "apply.verify-window", Commands: []string{"run"}, Kind: Duration, Min: dur(time.Second), Max: dur(day)},
 		// 0: changes may follow each other as soon as one is verified.
-		{Flag: "apply.cooldown", Everywhere: true, Kind: Duration, Min: 0, Max: dur(week)},
+		{Flag: "apply.cooldown", Commands: []string{"run"}, Kind: Duration, Min: 0, Max: dur(week)},
+		// check's and apply's watch: at least a second, at most a day in the foreground.
+		{Flag: "window", Commands: []string{"check", "apply"}, Kind: Duration, Min: dur(time.Second), Max: dur(day)},
+		// 0 would silently mean the probes' default budget.
+		{Flag: "probe.budget", Commands: []string{"check", "apply"}, Kind: Duration, Min: dur(probes.MinDuration), Max: dur(time.Hour)},
+		// How long a reloaded setting may take to show: a reload is quick; longer means it did
+		// not take.
+		{Flag: "confirm-timeout", Commands: []string{"apply", "rollback"}, Kind: Duration, Min: dur(100 * time.Millisecond), Max: dur(10 * time.Minute)},
+		{Flag: "duration", Commands: []string{"probe"}, Kind: Duration, Min: dur(probes.MinDuration), Max: dur(time.Hour)},
+		// The relative half-width of the interval that ends a probe run: 0 would silently mean
+		// the default, and an interval as wide as half the mean measures nothing.
+		{Flag: "precision", Commands: []string{"probe"}, Kind: Ratio, Min: 0.001, Max: 0.5},
 
 		// Rule thresholds (docs/rules.md). 0 is allowed where it means "at once".
 		{Key: "thresholds.raise_after", Kind: Duration, Min: 0, Max: dur(day)},
@@ -117,7 +157,7 @@ func (l Limit) format(v float64) string {
 	case Duration:
 		return time.Duration(v).String()
 	default:
-		return strconv.FormatFloat(v, 'g', -1, 64)
+		return strconv.FormatFloat(v, 'f', -1, 64)
 	}
 }
 
@@ -136,11 +176,11 @@ func (l Limit) check(name string, v float64) error {
 	return nil
 }
 
-// CheckFlags checks the flags of fs that mean the same in every command (Limit.Everywhere)
-// against their rows; the root command calls it before any subcommand runs.
-func CheckFlags(fs *pflag.FlagSet) error {
+// CheckFlags checks command's flags (fs) against the rows that bound them; the root command
+// calls it before any subcommand runs.
+func CheckFlags(command string, fs *pflag.FlagSet) error {
 	for _, l := range Limits() {
-		if l.Flag == "" || !l.Everywhere {
+		if !l.appliesTo(command) {
 			continue
 		}
 		f := fs.Lookup(l.Flag)
@@ -205,11 +245,14 @@ func (c Config) check(name func(Limit) string) error {
 	for _, l := range Limits() {
 		id := l.Key
 		if id == "" {
+			if !l.appliesTo("run") {
+				continue // another command's flag: CheckFlags checks it
+			}
 			id = l.Flag
 		}
 		v, ok := vals[id]
 		if !ok {
-			continue // an apply flag: apply's own configuration, checked by CheckFlags
+			continue // apply's flags: CheckFlags checks them
 		}
 		if err := l.check(name(l), v); err != nil {
 			return err

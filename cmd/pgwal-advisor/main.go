@@ -49,11 +49,11 @@ and ~/.pgpass apply, as with psql. A role with pg_monitor is enough to collect.
 
 The demo, the seed benchmarks and the simulated disk are in a separate command, pgwal-lab.`, g)
 	cli.ConnectionFlags(root, g)
-	// The durations every command shares (--query-timeout, --wait-events.interval, ...) are
-	// bounded by the one table the configuration file's values are checked against too.
+	// Every command's durations and ratios are bounded by the one table the configuration
+	// file's values are checked against too.
 	pre := root.PersistentPreRunE
 	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
-		if err := config.CheckFlags(cmd.Flags()); err != nil {
+		if err := config.CheckFlags(cmd.Name(), cmd.Flags()); err != nil {
 			return fmt.Errorf("%w: %w", err, cli.ErrUsage)
 		}
 		return pre(cmd, args)
