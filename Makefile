@@ -1,15 +1,20 @@
-# pgwal-advisor: build, test, demo and benchmarks. `make test` is what CI runs.
+# pgwal-advisor: build, test, demo and benchmarks. `make test` is what CI runs; `make check` is
+# the fast tier for the edit-test loop.
 GO      ?= go
 BIN     := bin/pgwal-advisor
+LAB     := bin/pgwal-lab
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build deps test test-go lint demo bench bench-probe clean
+.PHONY: all build deps test test-go check lint demo bench bench-probe clean
 
 all: build
 
+# build builds the daemon (bin/pgwal-advisor, what a database host installs) and the test and
+# demo equipment (bin/pgwal-lab: demo, bench, the simulated disk).
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/pgwal-advisor
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(LAB) ./cmd/pgwal-lab
 
 # deps installs what a fresh Debian machine lacks (as root): postgresql, prometheus.
 deps:
@@ -41,10 +46,16 @@ fuzz:
 	  done; \
 	done
 
+# check is the fast tier: formatting, vet and every pure test (rules, parsers, statistics,
+# golden metrics, journal, config); tests that need PostgreSQL, FUSE or promtool skip under
+# -short. Under a minute, nothing to install.
+check: lint
+	$(GO) test -short -count=1 -timeout 5m ./...
+
 # demo is the README's main job: a throwaway cluster on the simulated slow disk, seed 001's
 # workload, and the advisor finding and fixing the problem.
 demo: deps build
-	$(BIN) demo
+	$(LAB) demo
 
 # bench-probe prints the probe's accuracy and cost against pg_test_fsync, side by side on the
 # bare disk and on the simulated disk at 1 ms and 4 ms (that part needs root and /dev/fuse).
@@ -57,13 +68,13 @@ bench-probe:
 # simulated disk, comparing the starting, the advisor's, the best grid and the static tuners'
 # configurations. It rewrites docs/benchmarks.md with the tables it measured.
 bench: deps build
-	$(BIN) bench --out docs/benchmarks.md
+	$(LAB) bench --out docs/benchmarks.md
 
 # bench-quick is the suite's smoke test (a few minutes): tiny sizes, few configurations; it tests
 # the harness, not the figures.
 .PHONY: bench-quick
 bench-quick: deps build
-	$(BIN) bench --quick
+	$(LAB) bench --quick
 
 clean:
 	rm -rf bin

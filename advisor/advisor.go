@@ -167,10 +167,7 @@ func (a *Advisor) startProbe(ctx context.Context, wg *sync.WaitGroup, s collecto
 		}
 		return
 	}
-	walDir := a.sampler.WALDir
-	if walDir == "" && s.Postgres != nil {
-		walDir = s.Postgres.WALDir
-	}
+	walDir := a.sampler.WALDirOf(s)
 	if walDir == "" {
 		return // the snapshot's parts say why; try again next time
 	}

@@ -76,10 +76,7 @@ func Check(ctx context.Context, s *Sampler, cfg CheckConfig, logger *zap.Logger)
 		if probeStarted || cfg.ProbeDir == "" {
 			return nil
 		}
-		walDir := s.WALDir
-		if walDir == "" && snap.Postgres != nil {
-			walDir = snap.Postgres.WALDir
-		}
+		walDir := s.WALDirOf(snap)
 		if walDir == "" {
 			res.ProbeSkipped = "the WAL directory is unknown (see the snapshot's problems); set --wal-dir"
 			return nil

@@ -65,10 +65,7 @@ func (s *Sampler) Sample(ctx context.Context) collector.Snapshot {
 	}
 	if s.Storage != nil {
 		start := time.Now()
-		walDir := s.WALDir
-		if walDir == "" && snap.Postgres != nil {
-			walDir = snap.Postgres.WALDir
-		}
+		walDir := s.WALDirOf(snap)
 		var st *collector.Storage
 		err := errNoWALDir
 		if walDir != "" {
@@ -78,6 +75,19 @@ func (s *Sampler) Sample(ctx context.Context) collector.Snapshot {
 		snap.Parts = append(snap.Parts, part(collector.PartWALStorage, start, err))
 	}
 	return snap
+}
+
+// WALDirOf is the WAL directory for snap: --wal-dir (WALDir) when given, else the one the
+// server reported; "" when neither is known. The storage part, the probes and check all ask
+// here, so that they look at the same directory.
+func (s *Sampler) WALDirOf(snap collector.Snapshot) string {
+	if s.WALDir != "" {
+		return s.WALDir
+	}
+	if snap.Postgres != nil {
+		return snap.Postgres.WALDir
+	}
+	return ""
 }
 
 func part(name string, start time.Time, err error) collector.Part {

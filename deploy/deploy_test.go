@@ -18,6 +18,8 @@ import (
 	"unicode"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/pgwal-advisor/pgwal-advisor/internal/lab"
 )
 
 const (
@@ -106,16 +108,7 @@ func readFile(t *testing.T, name string) []byte {
 // suite must not pass by skipping.
 func promtool(t *testing.T) string {
 	t.Helper()
-	path, err := exec.LookPath("promtool")
-	if err == nil {
-		return path
-	}
-	const hint = "promtool not found: install Debian's prometheus package (as root: apt-get install --no-install-recommends prometheus, or make deps)"
-	if os.Getenv("CI") != "" {
-		t.Fatal(hint + "; CI is set, so this is a failure")
-	}
-	t.Skip(hint)
-	return ""
+	return lab.RequireTool(t, "promtool", lab.PrometheusHint)
 }
 
 func runPromtool(t *testing.T, args ...string) {

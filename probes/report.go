@@ -16,6 +16,16 @@ const (
 	Write = "write"
 )
 
+// DurableMethods are the wal_sync_methods that sync (PostgreSQL docs, wal_sync_method; the
+// probes say which of them work here and whether they reach the device), in the order the
+// advisor prefers them when the probes cannot tell them apart: fdatasync first because it is
+// Linux's default and pays once per flush however many writes precede it (seed 001), then
+// fsync, then the open_* methods, which pay per write, then fsync_writethrough, which Linux
+// does not have. This is the project's one list of them.
+func DurableMethods() []string {
+	return []string{Fdatasync, Fsync, OpenDatasync, OpenSync, FsyncWritethrough}
+}
+
 // Report is the outcome of one probe run (or, in continuous mode, the results accumulated over
 // the recent bursts).
 type Report struct {

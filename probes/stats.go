@@ -13,13 +13,8 @@ import (
 //     at every n, not the normal 1.96: sync latencies are few and skewed on slow disks, where
 //     the normal quantile would claim a narrower interval than the data support; for large n
 //     the two agree (t(0.975, 1000) = 1.962).
-//   - Two methods are compared with Welch's t-test (unequal variances, Welch-Satterthwaite
-//     degrees of freedom), two-sided at Alpha, from each method's mean, standard deviation and
-//     sample count, so that rules can compare reports without the raw samples.
-
-// Alpha is the significance level of Compare: a difference is significant when a difference
-// at least this large would arise by chance less than 5% of the time.
-const Alpha = 0.05
+//   - Two methods are compared by the rules (rules/stats.go), from the summaries a report
+//     carries (mean, interval, sample count), so that they need no raw samples.
 
 // confidence is the level of the intervals in Latency.
 const confidence = 0.95
@@ -110,50 +105,6 @@ func (r *running) relHalfWidth() float64 {
 		return math.Inf(1)
 	}
 	return r.halfWidth() / r.mean
-}
-
-// Comparison is the outcome of Compare(a, b).
-type Comparison struct {
-	// Ratio is a's mean latency over b's: 2 means a takes twice as long per sync (half the
-	// ops/s). 0 when b has no mean.
-	Ratio float64 `json:"ratio"`
-	// T and DF are Welch's t statistic and its degrees of freedom; P the two-sided p-value.
-	T  float64 `json:"t"`
-	DF float64 `json:"df"`
-	P  float64 `json:"p"`
-	// Significant is P < Alpha: the difference is unlikely to be noise. With fewer than two
-	// samples on either side nothing is significant.
-	Significant bool `json:"significant"`
-}
-
-// Compare tells whether a's and b's mean latencies differ beyond noise, by Welch's t-test on
-// their summaries (mean, StdDev, Samples).
-func Compare(a, b MethodResult) Comparison {
-	c := Comparison{P: 1}
-	ma, mb := a.LatencyUS.Mean, b.LatencyUS.Mean
-	if mb > 0 {
-		c.Ratio = ma / mb
-	}
-	na, nb := float64(a.Samples), float64(b.Samples)
-	if a.Samples < 2 || b.Samples < 2 {
-		return c
-	}
-	va := a.LatencyUS.StdDev * a.LatencyUS.StdDev / na
-	vb := b.LatencyUS.StdDev * b.LatencyUS.StdDev / nb
-	se2 := va + vb
-	if se2 == 0 {
-		// Both constant: any difference at all is real, and t is unbounded (kept 0 so that the
-		// value stays representable in JSON).
-		if ma != mb {
-			c.P, c.Significant = 0, true
-		}
-		return c
-	}
-	c.T = (ma - mb) / math.Sqrt(se2)
-	c.DF = se2 * se2 / (va*va/(na-1) + vb*vb/(nb-1))
-	c.P = 2 * (1 - tCDF(math.Abs(c.T), c.DF))
-	c.Significant = c.P < Alpha
-	return c
 }
 
 // tCDF is Student's t cumulative distribution function with df degrees of freedom.

@@ -97,53 +97,6 @@ func TestTCDF(t *testing.T) {
 	}
 }
 
-// summary builds a MethodResult from raw samples, as a report carries it.
-func summary(samples ...float64) MethodResult {
-	return result(MethodResult{Name: Fdatasync, WritesPerSync: 1, WriteBytes: BlockBytes, Available: true}, samples)
-}
-
-func TestCompare(t *testing.T) {
-	// The three worked examples of Welch's t-test on Wikipedia; t, df and p checked against an
-	// independent numerical integration of the t density.
-	ex1a := summary(27.5, 21.0, 19.0, 23.6, 17.0, 17.9, 16.9, 20.1, 21.9, 22.6, 23.1, 19.6, 19.0, 21.7, 21.4)
-	ex1b := summary(27.1, 22.0, 20.8, 23.4, 23.4, 23.5, 25.8, 22.0, 24.8, 20.2, 21.9, 22.1, 22.9, 20.5, 24.4)
-	ex2a := summary(17.2, 20.9, 22.6, 18.1, 21.7, 21.4, 23.5, 24.2, 14.7, 21.8)
-	ex2b := summary(21.5, 22.8, 21.0, 23.0, 21.6, 23.6, 22.5, 20.7, 23.4, 21.8, 20.7, 21.7, 21.5, 22.5, 23.6, 21.5, 22.5, 23.5, 21.5, 21.8)
-	ex3a := summary(19.8, 20.4, 19.6, 17.8, 18.5, 18.9, 18.3, 18.9, 19.5, 22.0)
-	ex3b := summary(28.2, 26.6, 20.1, 23.3, 25.2, 22.1, 17.7, 27.6, 20.6, 13.7, 23.2, 17.5, 20.6, 18.0, 23.9, 21.6, 24.3, 20.4, 23.9, 13.3)
-	tests := []struct {
-		name string
-		a, b MethodResult
-		want Comparison
-	}{
-		{"welch example 1: significant", ex1a, ex1b, Comparison{Ratio: 20.82 / 22.986666666666668, T: -2.455356398, DF: 24.988529290, P: 0.021378001, Significant: true}},
-		{"welch example 2: not significant", ex2a, ex2b, Comparison{Ratio: 20.61 / 22.135, T: -1.565433524, DF: 9.904741249, P: 0.148841697}},
-		{"welch example 3: significant, unequal variances", ex3a, ex3b, Comparison{Ratio: 19.37 / 21.59, T: -2.225512040, DF: 24.524634944, P: 0.035484531, Significant: true}},
-		{"symmetric", ex1b, ex1a, Comparison{Ratio: 22.986666666666668 / 20.82, T: 2.455356398, DF: 24.988529290, P: 0.021378001, Significant: true}},
-		{"same samples", ex1a, ex1a, Comparison{Ratio: 1, T: 0, DF: 28, P: 1}},
-		{"one sample is never significant", summary(100), summary(1, 2, 3), Comparison{Ratio: 50, P: 1}},
-		{"constant and different", summary(4, 4, 4), summary(2, 2, 2), Comparison{Ratio: 2, P: 0, Significant: true}},
-		{"constant and equal", summary(4, 4, 4), summary(4, 4), Comparison{Ratio: 1, P: 1}},
-		{"empty b", summary(1, 2), MethodResult{}, Comparison{P: 1}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := Compare(tt.a, tt.b)
-			if got.Significant != tt.want.Significant {
-				t.Errorf("Significant = %v, want %v (p = %.6f)", got.Significant, tt.want.Significant, got.P)
-			}
-			for _, c := range []struct {
-				field     string
-				got, want float64
-			}{{"Ratio", got.Ratio, tt.want.Ratio}, {"T", got.T, tt.want.T}, {"DF", got.DF, tt.want.DF}, {"P", got.P, tt.want.P}} {
-				if !near(c.got, c.want, 1e-6) {
-					t.Errorf("%s = %.9g, want %.9g", c.field, c.got, c.want)
-				}
-			}
-		})
-	}
-}
-
 func TestRunningMatchesSummarize(t *testing.T) {
 	xs := []float64{120, 95, 101, 3000, 99, 97, 130, 88}
 	var r running

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pgwal-advisor/pgwal-advisor/collector"
+	"github.com/pgwal-advisor/pgwal-advisor/probes"
 )
 
 // ConflictRuleID is the rule ID of the finding Resolve raises when rules want one setting moved
@@ -205,7 +206,7 @@ func precedes(facts map[string]bool, a, b Finding) (string, bool) {
 	}
 	if ia, ib := methodRank(a.Recommended), methodRank(b.Recommended); ia != ib {
 		return fmt.Sprintf("%s comes first in the preferred wal_sync_method order (%s)",
-			preferredMethods()[min(ia, ib)], strings.Join(preferredMethods(), ", ")), ia < ib
+			probes.DurableMethods()[min(ia, ib)], strings.Join(probes.DurableMethods(), ", ")), ia < ib
 	}
 	sa, oka := step(a)
 	sb, okb := step(b)
@@ -232,10 +233,10 @@ func gain(f Finding) (float64, bool) {
 // methodRank is a value's place in the preferred wal_sync_method order; values outside it rank
 // after all of it, together.
 func methodRank(v string) int {
-	if i := slices.Index(preferredMethods(), v); i >= 0 {
+	if i := slices.Index(probes.DurableMethods(), v); i >= 0 {
 		return i
 	}
-	return len(preferredMethods())
+	return len(probes.DurableMethods())
 }
 
 // step is how far a finding moves its setting, when both values are magnitudes.

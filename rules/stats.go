@@ -25,8 +25,9 @@ type speedup struct {
 // compare tests whether cand is faster than cur: a one-sided Welch-style z test on the means,
 // with each mean's standard error recovered from its 95% confidence interval. Only the fields
 // every probe report has (Mean, CILow, CIHigh, Samples) are used; an interval of zero width
-// means the error is unknown, and an unknown error is never significant.
-// TODO(probes): use probes.Compare once the probes report a standard deviation.
+// means the error is unknown, and an unknown error is never significant. It is the project's
+// one significance test: one-sided (a change is only worth making towards the faster method),
+// at the configurable ProbeZ, gated by ProbeMinSamples.
 func compare(cur, cand probes.MethodResult, t Thresholds) speedup {
 	a, b := cur.LatencyUS, cand.LatencyUS
 	var s speedup

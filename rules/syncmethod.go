@@ -9,22 +9,16 @@ import (
 	"github.com/pgwal-advisor/pgwal-advisor/probes"
 )
 
-// preferredMethods orders the durable wal_sync_methods for ties: fdatasync first because it
-// is Linux's default and pays once per flush however many writes precede it (seed 001), then
-// fsync, then the open_* methods, which pay per write.
-func preferredMethods() []string {
-	return []string{probes.Fdatasync, probes.Fsync, probes.OpenDatasync, probes.OpenSync, probes.FsyncWritethrough}
-}
-
 func isOpenMethod(m string) bool { return m == probes.OpenDatasync || m == probes.OpenSync }
 
 // acceptedMethods is what the server accepts for wal_sync_method: its enumvals, or the
-// Linux set when the collector did not report them.
+// Linux set (every durable method but fsync_writethrough) when the collector did not report
+// them.
 func acceptedMethods(s settings) []string {
 	if v, ok := s[collector.WALSyncMethod]; ok && len(v.EnumVals) > 0 {
 		return v.EnumVals
 	}
-	return []string{probes.Fdatasync, probes.Fsync, probes.OpenDatasync, probes.OpenSync}
+	return slices.DeleteFunc(probes.DurableMethods(), func(m string) bool { return m == probes.FsyncWritethrough })
 }
 
 // bufferWrites summarizes buffer-full writes over a window.
@@ -150,7 +144,7 @@ func evalSyncMethodSlow(in Input) Result {
 	}
 	var cands []cand
 	for _, name := range acceptedMethods(s) {
-		if name == method || !slices.Contains(preferredMethods(), name) || flagged(probe, name) {
+		if name == method || !slices.Contains(probes.DurableMethods(), name) || flagged(probe, name) {
 			continue
 		}
 		m, ok := probeResult(probe, name, writesPerSync)
@@ -178,7 +172,7 @@ func evalSyncMethodSlow(in Input) Result {
 	}
 	// Among candidates the fastest does not beat beyond noise, prefer the safest default.
 	pick := best
-	for _, name := range preferredMethods() {
+	for _, name := range probes.DurableMethods() {
 		i := slices.IndexFunc(cands, func(c cand) bool { return c.m.Name == name })
 		if i >= 0 && !compare(cands[i].m, best.m, t).Significant {
 			pick = cands[i]

@@ -147,17 +147,11 @@ func checkBounds(sp spec, target string, in guardInput) string {
 	return ""
 }
 
-// durableMethods are the wal_sync_methods that sync (PostgreSQL docs, wal_sync_method); the
-// probes say which of them work here and whether they reach the device.
-func durableMethods() []string {
-	return []string{probes.Fdatasync, probes.Fsync, probes.OpenDatasync, probes.OpenSync, probes.FsyncWritethrough}
-}
-
 // checkSyncMethod refuses a wal_sync_method that the latest probe report did not measure as
 // available and syncing, or any change while the probes' durability verdict is too_fast.
 func checkSyncMethod(target string, in guardInput) string {
-	if !slices.Contains(durableMethods(), target) {
-		return fmt.Sprintf("wal_sync_method=%s is not one of the syncing methods (%s)", target, strings.Join(durableMethods(), ", "))
+	if !slices.Contains(probes.DurableMethods(), target) {
+		return fmt.Sprintf("wal_sync_method=%s is not one of the syncing methods (%s)", target, strings.Join(probes.DurableMethods(), ", "))
 	}
 	p := in.probe
 	if p == nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pgwal-advisor/pgwal-advisor/advisor"
 	"github.com/pgwal-advisor/pgwal-advisor/collector"
+	"github.com/pgwal-advisor/pgwal-advisor/probes"
 	"github.com/pgwal-advisor/pgwal-advisor/rules"
 )
 
@@ -646,10 +647,10 @@ func pick(fs []rules.Finding) (rules.Finding, string) {
 	if first.Setting != collector.WALSyncMethod {
 		return rules.Finding{}, why
 	}
-	for _, method := range durableMethods() {
+	for _, method := range probes.DurableMethods() {
 		for _, g := range fs {
 			if g.Recommended == method {
-				return g, why + fmt.Sprintf("; %s comes first in the order %s, and verification judges it", method, strings.Join(durableMethods(), ", "))
+				return g, why + fmt.Sprintf("; %s comes first in the order %s, and verification judges it", method, strings.Join(probes.DurableMethods(), ", "))
 			}
 		}
 	}

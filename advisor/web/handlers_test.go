@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -14,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pgwal-advisor/pgwal-advisor/advisor"
+	"github.com/pgwal-advisor/pgwal-advisor/internal/lab"
 	"github.com/pgwal-advisor/pgwal-advisor/rules"
 )
 
@@ -297,16 +297,7 @@ func TestPromtoolCheckMetrics(t *testing.T) {
 // lookPromtool returns promtool's path; without it the test skips, except in CI.
 func lookPromtool(t *testing.T) string {
 	t.Helper()
-	path, err := exec.LookPath("promtool")
-	if err == nil {
-		return path
-	}
-	const hint = "promtool not found: install Debian's prometheus package (as root: apt-get install --no-install-recommends prometheus, or make deps)"
-	if os.Getenv("CI") != "" {
-		t.Fatal(hint + "; CI is set, so this is a failure")
-	}
-	t.Skip(hint)
-	return ""
+	return lab.RequireTool(t, "promtool", lab.PrometheusHint)
 }
 
 // Concurrent scrapes share a collection in flight; each still gets the whole exposition, and a

@@ -10,12 +10,12 @@ import (
 
 	"github.com/pgwal-advisor/pgwal-advisor/advisor"
 	"github.com/pgwal-advisor/pgwal-advisor/advisor/apply"
+	"github.com/pgwal-advisor/pgwal-advisor/internal/cli"
 )
 
-func newApplyCmd(g *globals) *cobra.Command {
+func newApplyCmd(g *cli.Globals) *cobra.Command {
 	var (
 		check          advisor.CheckConfig
-		queryTimeout   time.Duration
 		confirmTimeout time.Duration
 		dryRun, yes    bool
 		settings       []string
@@ -46,19 +46,19 @@ Exit status: 0 when nothing failed, 3 when the check or a change failed, 64 for 
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if dryRun && yes {
-				return fmt.Errorf("--dry-run and --yes contradict each other: %w", errUsage)
+				return fmt.Errorf("--dry-run and --yes contradict each other: %w", cli.ErrUsage)
 			}
 			if check.Interval > check.Window {
-				return fmt.Errorf("--interval %v is longer than --window %v: %w", check.Interval, check.Window, errUsage)
+				return fmt.Errorf("--interval %v is longer than --window %v: %w", check.Interval, check.Window, cli.ErrUsage)
 			}
 			allowed, err := apply.ParseSettings(settings)
 			if err != nil {
-				return fmt.Errorf("%w: %w", err, errUsage)
+				return fmt.Errorf("%w: %w", err, cli.ErrUsage)
 			}
 			ctx := cmd.Context()
-			sampler, closeSampler := newSampler(g, queryTimeout)
+			sampler, closeSampler := newSampler(g)
 			defer closeSampler(ctx)
-			res, err := advisor.Check(ctx, sampler, check, g.logger)
+			res, err := advisor.Check(ctx, sampler, check, g.Logger)
 			if err != nil {
 				return err
 			}
@@ -67,12 +67,12 @@ Exit status: 0 when nothing failed, 3 when the check or a change failed, 64 for 
 			snap := sampler.Sample(ctx)
 			st := advisor.State{Snapshot: &snap, Findings: res.Findings, Recommendations: res.Recommendations, Probe: res.Probe, ProbeEnabled: res.Probe != nil, ProbeDisabledReason: res.ProbeSkipped}
 
-			pg := apply.NewPostgres(g.dsn, apply.PostgresOptions{QueryTimeout: queryTimeout, ConfirmTimeout: confirmTimeout, Logger: g.logger})
+			pg := apply.NewPostgres(g.DSN, apply.PostgresOptions{QueryTimeout: g.QueryTimeout, ConfirmTimeout: confirmTimeout, Logger: g.Logger})
 			defer closePostgres(ctx, pg)
-			acts := []apply.Actuator{pg, apply.NewKernel(g.procfs, sysctlFile, g.logger)}
-			m, err := apply.New(apply.Config{Mode: apply.ModeOn, Settings: allowed, Journal: journal}, nil, acts, g.logger)
+			acts := []apply.Actuator{pg, apply.NewKernel(g.ProcFS, sysctlFile, g.Logger)}
+			m, err := apply.New(apply.Config{Mode: apply.ModeOn, Settings: allowed, Journal: journal}, nil, acts, g.Logger)
 			if err != nil {
-				return fmt.Errorf("%w: %w", err, errUsage)
+				return fmt.Errorf("%w: %w", err, cli.ErrUsage)
 			}
 			plan, err := m.Plan(ctx, st)
 			if err != nil {
@@ -83,7 +83,7 @@ Exit status: 0 when nothing failed, 3 when the check or a change failed, 64 for 
 				plan, applyErr = m.ApplyPlan(ctx, plan)
 			}
 			out := cmd.OutOrStdout()
-			if g.format == "json" {
+			if g.Format == "json" {
 				enc := json.NewEncoder(out)
 				enc.SetIndent("", "  ")
 				err = enc.Encode(map[string]any{"applied": yes, "journal": journal, "changes": plan, "probe_skipped": res.ProbeSkipped})
@@ -107,7 +107,6 @@ Exit status: 0 when nothing failed, 3 when the check or a change failed, 64 for 
 	f.DurationVar(&check.WaitInterval, "wait-events.interval", time.Second, "how often to sample WAL wait events")
 	f.StringVar(&check.ProbeDir, "probe.dir", "", "directory on the WAL's file system (outside pg_wal and the data directory) for the sync probe; without it no wal_sync_method is changed")
 	f.DurationVar(&check.ProbeBudget, "probe.budget", 10*time.Second, "the most time the sync probe may take within the window")
-	f.DurationVar(&queryTimeout, "query-timeout", 5*time.Second, "timeout of each query to PostgreSQL")
 	f.DurationVar(&confirmTimeout, "confirm-timeout", apply.DefaultConfirmTimeout, "how long to wait for a reloaded setting to show its new value")
 	f.StringSliceVar(&settings, "apply.settings", apply.DefaultSettings(), "settings that may be changed (comma-separated)")
 	f.StringVar(&journal, "apply.journal", apply.DefaultJournal, "the apply journal (JSON lines); its directory must exist")

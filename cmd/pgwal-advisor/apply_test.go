@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/pgwal-advisor/pgwal-advisor/advisor/apply"
+	"github.com/pgwal-advisor/pgwal-advisor/internal/cli"
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab"
 	"github.com/pgwal-advisor/pgwal-advisor/rules"
 )
@@ -149,7 +150,7 @@ func TestApplyAndRollbackCLI(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "Nothing to roll back") {
 		t.Errorf("a second rollback --all: exit %d, %q", code, out)
 	}
-	if _, stderr, code := runCLI(t, "rollback", "--journal", journal, "--id", "1", "--dsn", c.DSN()); code != exitFailure || !strings.Contains(stderr, "not in effect") {
+	if _, stderr, code := runCLI(t, "rollback", "--journal", journal, "--id", "1", "--dsn", c.DSN()); code != cli.ExitFailure || !strings.Contains(stderr, "not in effect") {
 		t.Errorf("rollback --id 1 of a rolled-back change: exit %d, %s", code, stderr)
 	}
 }
@@ -164,8 +165,8 @@ func TestApplyUsageErrors(t *testing.T) {
 		{"rollback", "--journal", "x", "--all", "--id", "2"},
 	} {
 		_, stderr, code := runCLI(t, args...)
-		if code != exitBadUsage || stderr == "" {
-			t.Errorf("%v: exit %d, stderr %q; want %d and a message", args, code, stderr, exitBadUsage)
+		if code != cli.ExitBadUsage || stderr == "" {
+			t.Errorf("%v: exit %d, stderr %q; want %d and a message", args, code, stderr, cli.ExitBadUsage)
 		}
 	}
 }

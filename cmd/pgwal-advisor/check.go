@@ -8,14 +8,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pgwal-advisor/pgwal-advisor/advisor"
+	"github.com/pgwal-advisor/pgwal-advisor/internal/cli"
 	"github.com/pgwal-advisor/pgwal-advisor/rules"
 )
 
-func newCheckCmd(g *globals) *cobra.Command {
-	var (
-		cfg          advisor.CheckConfig
-		queryTimeout time.Duration
-	)
+func newCheckCmd(g *cli.Globals) *cobra.Command {
+	var cfg advisor.CheckConfig
 	cmd := &cobra.Command{
 		Use:   "check",
 		Short: "Sample for a window, probe, evaluate the rules once and print the findings",
@@ -34,17 +32,17 @@ JSON contract (--format json): .findings[] with .rule, .severity, .setting, .cur
 .summary) and .overruled[] (.rule, .recommended, .reason).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, closeSampler := newSampler(g, queryTimeout)
+			s, closeSampler := newSampler(g)
 			defer closeSampler(cmd.Context())
 			if cfg.Interval > cfg.Window {
-				return fmt.Errorf("--interval %v is longer than --window %v: %w", cfg.Interval, cfg.Window, errUsage)
+				return fmt.Errorf("--interval %v is longer than --window %v: %w", cfg.Interval, cfg.Window, cli.ErrUsage)
 			}
-			res, err := advisor.Check(cmd.Context(), s, cfg, g.logger)
+			res, err := advisor.Check(cmd.Context(), s, cfg, g.Logger)
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			if g.format == "json" {
+			if g.Format == "json" {
 				enc := json.NewEncoder(out)
 				enc.SetIndent("", "  ")
 				err = enc.Encode(res)
@@ -56,9 +54,9 @@ JSON contract (--format json): .findings[] with .rule, .severity, .setting, .cur
 			}
 			switch res.MaxSeverity() {
 			case rules.Critical:
-				return &exitCodeError{code: 2}
+				return &cli.ExitCodeError{Code: 2}
 			case rules.Warning:
-				return &exitCodeError{code: 1}
+				return &cli.ExitCodeError{Code: 1}
 			}
 			return nil
 		},
@@ -69,6 +67,5 @@ JSON contract (--format json): .findings[] with .rule, .severity, .setting, .cur
 	f.DurationVar(&cfg.WaitInterval, "wait-events.interval", time.Second, "how often to sample WAL wait events")
 	f.StringVar(&cfg.ProbeDir, "probe.dir", "", "directory on the WAL's file system (outside pg_wal and the data directory) where the sync probe writes; empty: no probe")
 	f.DurationVar(&cfg.ProbeBudget, "probe.budget", 10*time.Second, "the most time the sync probe may take within the window")
-	f.DurationVar(&queryTimeout, "query-timeout", 5*time.Second, "timeout of each query to PostgreSQL")
 	return cmd
 }

@@ -9,14 +9,14 @@ import (
 
 	"github.com/pgwal-advisor/pgwal-advisor/advisor"
 	"github.com/pgwal-advisor/pgwal-advisor/collector"
+	"github.com/pgwal-advisor/pgwal-advisor/internal/cli"
 )
 
-func newCollectCmd(g *globals) *cobra.Command {
+func newCollectCmd(g *cli.Globals) *cobra.Command {
 	var (
 		interval     time.Duration
 		count        int
 		waitInterval time.Duration
-		queryTimeout time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "collect",
@@ -36,16 +36,16 @@ JSON paths other tools rely on: .postgres.version_num, .postgres.settings.<name>
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if interval < 0 || count < 0 {
-				return fmt.Errorf("--interval and --count must not be negative: %w", errUsage)
+				return fmt.Errorf("--interval and --count must not be negative: %w", cli.ErrUsage)
 			}
 			if interval == 0 {
 				if count > 1 {
-					return fmt.Errorf("--count %d needs an --interval: %w", count, errUsage)
+					return fmt.Errorf("--count %d needs an --interval: %w", count, cli.ErrUsage)
 				}
 				count = 1
 				interval = time.Second // unused: one snapshot is taken
 			}
-			s, closeSampler := newSampler(g, queryTimeout)
+			s, closeSampler := newSampler(g)
 			defer closeSampler(cmd.Context())
 			out := cmd.OutOrStdout()
 			enc := json.NewEncoder(out)
@@ -60,7 +60,7 @@ JSON paths other tools rely on: .postgres.version_num, .postgres.settings.<name>
 					rates = &r
 				}
 				prev = &snap
-				if g.format == "json" {
+				if g.Format == "json" {
 					return enc.Encode(struct {
 						collector.Snapshot
 						Rates *advisor.Rates `json:"rates,omitempty"`
@@ -77,6 +77,5 @@ JSON paths other tools rely on: .postgres.version_num, .postgres.settings.<name>
 	f.DurationVar(&interval, "interval", 0, "take a snapshot every interval and print rates between them (0: one snapshot)")
 	f.IntVar(&count, "count", 0, "with --interval: how many snapshots (0: until interrupted)")
 	f.DurationVar(&waitInterval, "wait-events.interval", time.Second, "how often to sample WAL wait events from pg_stat_activity between snapshots")
-	f.DurationVar(&queryTimeout, "query-timeout", 5*time.Second, "timeout of each query to PostgreSQL")
 	return cmd
 }

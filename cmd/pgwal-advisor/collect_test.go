@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pgwal-advisor/pgwal-advisor/internal/cli"
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab"
 )
 
@@ -161,11 +162,14 @@ func TestUsageErrors(t *testing.T) {
 		{"collect", "--count", "3"},
 		{"collect", "--no-such-flag"},
 		{"collect", "--log.level", "loud"},
+		{"collect", "--query-timeout", "0s"},
+		{"check", "--wait-events.interval", "1ns"},
+		{"apply", "--query-timeout", "1h"},
 		{"run", "--apply", "sometimes", "--web.listen-address", "127.0.0.1:0"},
 	} {
 		_, stderr, code := runCLI(t, args...)
-		if code != exitBadUsage || stderr == "" {
-			t.Errorf("%v: exit %d, stderr %q; want %d and a message", args, code, stderr, exitBadUsage)
+		if code != cli.ExitBadUsage || stderr == "" {
+			t.Errorf("%v: exit %d, stderr %q; want %d and a message", args, code, stderr, cli.ExitBadUsage)
 		}
 	}
 }

@@ -23,16 +23,7 @@ import (
 // the suite must not pass by skipping.
 func lookTool(t *testing.T, name string) string {
 	t.Helper()
-	path, err := exec.LookPath(name)
-	if err == nil {
-		return path
-	}
-	hint := name + " not found: install Debian's prometheus package (as root: apt-get install --no-install-recommends prometheus, or make deps)"
-	if os.Getenv("CI") != "" {
-		t.Fatal(hint + "; CI is set, so this is a failure")
-	}
-	t.Skip(hint)
-	return ""
+	return lab.RequireTool(t, name, lab.PrometheusHint)
 }
 
 // promtoolCheckMetrics lints exposition text with `promtool check metrics`.

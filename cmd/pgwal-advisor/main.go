@@ -1,40 +1,26 @@
 // Command pgwal-advisor runs beside PostgreSQL, watches its WAL write path, the kernel's dirty
 // pages and the WAL's storage, and recommends (or applies) settings that make it fast without
-// making it unsafe. This package holds flags, wiring and exit codes only.
+// making it unsafe. This package holds flags, wiring and exit codes only; the test and demo
+// equipment (demo, bench, the simulated disk) is the pgwal-lab command's.
 package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pgwal-advisor/pgwal-advisor/advisor/config"
+	"github.com/pgwal-advisor/pgwal-advisor/internal/cli"
 )
 
-// Exit codes. check uses 0/1/2 for nothing-or-info/warning/critical; anything that could not
-// run at all exits with exitFailure.
-const (
-	exitOK       = 0
-	exitFailure  = 3
-	exitBadUsage = 64
-)
-
-// exitCodeError carries a specific exit code out of a subcommand.
-type exitCodeError struct {
-	code int
-	err  error
-}
-
-func (e *exitCodeError) Error() string {
-	if e.err == nil {
-		return fmt.Sprintf("exit status %d", e.code)
-	}
-	return e.err.Error()
-}
-
-func (e *exitCodeError) Unwrap() error { return e.err }
+// version is set at build time with -ldflags "-X main.version=..."; otherwise the module's
+// build information is used.
+var version = ""
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -45,24 +31,41 @@ func main() {
 
 // run executes the command line and returns the process exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	root := newRootCmd()
-	root.SetArgs(args)
-	root.SetOut(stdout)
-	root.SetErr(stderr)
-	err := root.ExecuteContext(ctx)
-	if err == nil {
-		return exitOK
-	}
-	var ec *exitCodeError
-	if errors.As(err, &ec) {
-		if ec.err != nil {
-			fmt.Fprintln(stderr, "pgwal-advisor:", ec.err)
+	return cli.Execute(ctx, newRootCmd(), args, stdout, stderr)
+}
+
+func newRootCmd() *cobra.Command {
+	g := &cli.Globals{}
+	root := cli.NewRoot("pgwal-advisor",
+		"Watch PostgreSQL's WAL write path and recommend settings that make it fast and keep it safe",
+		`pgwal-advisor runs beside PostgreSQL. It samples WAL and checkpoint statistics, the kernel's
+dirty-page settings and the WAL directory's storage, measures sync latency on the WAL's own file
+system, and recommends wal_buffers, wal_sync_method, vm.dirty_* and checkpoint settings with the
+evidence behind each recommendation.
+
+Connection: --dsn takes a libpq keyword string ("host=/run/postgresql user=advisor") or a URL
+("postgres://advisor@localhost:5432/postgres"). Without it the usual PG* environment variables
+and ~/.pgpass apply, as with psql. A role with pg_monitor is enough to collect.
+
+The demo, the seed benchmarks and the simulated disk are in a separate command, pgwal-lab.`, g)
+	cli.ConnectionFlags(root, g)
+	// Every command's durations and ratios are bounded by the one table the configuration
+	// file's values are checked against too.
+	pre := root.PersistentPreRunE
+	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
+		if err := config.CheckFlags(cmd.Name(), cmd.Flags()); err != nil {
+			return fmt.Errorf("%w: %w", err, cli.ErrUsage)
 		}
-		return ec.code
+		return pre(cmd, args)
 	}
-	fmt.Fprintln(stderr, "pgwal-advisor:", err)
-	if errors.Is(err, errUsage) {
-		return exitBadUsage
-	}
-	return exitFailure
+	root.AddCommand(
+		cli.NewVersionCmd("pgwal-advisor", version),
+		newCollectCmd(g),
+		newCheckCmd(g),
+		newProbeCmd(g),
+		newRunCmd(g),
+		newApplyCmd(g),
+		newRollbackCmd(g),
+	)
+	return root
 }

@@ -15,10 +15,11 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/pgwal-advisor/pgwal-advisor/internal/cli"
 	"github.com/pgwal-advisor/pgwal-advisor/probes"
 )
 
-func newProbeCmd(g *globals) *cobra.Command {
+func newProbeCmd(g *cli.Globals) *cobra.Command {
 	var (
 		cfg     probes.Config
 		methods []string
@@ -40,14 +41,14 @@ O_DIRECT is used where the server would use it: give --server-version-num and --
 and open_sync use O_DIRECT, as pg_test_fsync does.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg.WALDir = g.walDir
+			cfg.WALDir = g.WALDir
 			cfg.Methods = methods
-			progress, done := progressBar(cmd.ErrOrStderr(), g.format)
+			progress, done := progressBar(cmd.ErrOrStderr(), g.Format)
 			rep, err := probes.Run(cmd.Context(), cfg, progress)
 			done()
 			var ce *probes.ConfigError
 			if errors.As(err, &ce) {
-				return &exitCodeError{code: exitBadUsage, err: err}
+				return &cli.ExitCodeError{Code: cli.ExitBadUsage, Err: err}
 			}
 			if errors.Is(err, context.Canceled) {
 				return fmt.Errorf("probe interrupted; the probe file was removed: %w", err)
@@ -55,7 +56,7 @@ and open_sync use O_DIRECT, as pg_test_fsync does.`,
 			if err != nil {
 				return err
 			}
-			if g.format == "json" {
+			if g.Format == "json" {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
 				return enc.Encode(rep)

@@ -8,14 +8,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pgwal-advisor/pgwal-advisor/advisor/apply"
+	"github.com/pgwal-advisor/pgwal-advisor/internal/cli"
 )
 
-func newRollbackCmd(g *globals) *cobra.Command {
+func newRollbackCmd(g *cli.Globals) *cobra.Command {
 	var (
 		journal        string
 		all            bool
 		id             int
-		queryTimeout   time.Duration
 		confirmTimeout time.Duration
 	)
 	cmd := &cobra.Command{
@@ -40,20 +40,20 @@ Exit status: 0 when every rollback succeeded, 3 otherwise, 64 for a usage error.
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if all == (id != 0) {
-				return fmt.Errorf("give either --all or --id ID: %w", errUsage)
+				return fmt.Errorf("give either --all or --id ID: %w", cli.ErrUsage)
 			}
 			if id < 0 {
-				return fmt.Errorf("--id %d: change IDs are positive (see the journal's intent records): %w", id, errUsage)
+				return fmt.Errorf("--id %d: change IDs are positive (see the journal's intent records): %w", id, cli.ErrUsage)
 			}
 			ctx := cmd.Context()
-			pg := apply.NewPostgres(g.dsn, apply.PostgresOptions{QueryTimeout: queryTimeout, ConfirmTimeout: confirmTimeout, Logger: g.logger})
+			pg := apply.NewPostgres(g.DSN, apply.PostgresOptions{QueryTimeout: g.QueryTimeout, ConfirmTimeout: confirmTimeout, Logger: g.Logger})
 			defer closePostgres(ctx, pg)
 			// The sysctl.d file each kernel change used is in its journal record.
-			acts := []apply.Actuator{pg, apply.NewKernel(g.procfs, "", g.logger)}
-			results, err := apply.Rollback(ctx, apply.NewJournal(journal), acts, id, nil, g.logger)
+			acts := []apply.Actuator{pg, apply.NewKernel(g.ProcFS, "", g.Logger)}
+			results, err := apply.Rollback(ctx, apply.NewJournal(journal), acts, id, nil, g.Logger)
 			out := cmd.OutOrStdout()
 			var werr error
-			if g.format == "json" {
+			if g.Format == "json" {
 				enc := json.NewEncoder(out)
 				enc.SetIndent("", "  ")
 				werr = enc.Encode(map[string]any{"journal": journal, "rollbacks": results})
@@ -73,7 +73,6 @@ Exit status: 0 when every rollback succeeded, 3 otherwise, 64 for a usage error.
 	f.StringVar(&journal, "journal", apply.DefaultJournal, "the apply journal to roll back from")
 	f.BoolVar(&all, "all", false, "roll back every change still in effect, newest first")
 	f.IntVar(&id, "id", 0, "roll back one change (its id in the journal)")
-	f.DurationVar(&queryTimeout, "query-timeout", 5*time.Second, "timeout of each query to PostgreSQL")
 	f.DurationVar(&confirmTimeout, "confirm-timeout", apply.DefaultConfirmTimeout, "how long to wait for a reloaded setting to show its old value")
 	return cmd
 }

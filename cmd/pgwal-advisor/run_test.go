@@ -15,12 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spf13/pflag"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-	"go.uber.org/zap/zaptest/observer"
-
-	"github.com/pgwal-advisor/pgwal-advisor/rules"
+	"github.com/pgwal-advisor/pgwal-advisor/internal/cli"
 )
 
 // syncBuffer is a bytes.Buffer that the daemon's goroutines may write while the test reads.
@@ -180,7 +175,7 @@ func TestRunServesWithoutSecretsAndStopsCleanly(t *testing.T) {
 	}
 
 	code, took := d.stop()
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Errorf("run exited %d after cancellation, want 0:\n%s", code, d.stderr)
 	}
 	if took > 10*time.Second {
@@ -279,6 +274,10 @@ func TestRunRefusesBadConfiguration(t *testing.T) {
 	writeFile(t, unknown, "probe:\n  dir: /tmp\n  dirr: /tmp\n")
 	badThreshold := filepath.Join(dir, "threshold.yml")
 	writeFile(t, badThreshold, "thresholds:\n  raise_afterr: 1m\n")
+	zeroInterval := filepath.Join(dir, "zero.yml")
+	writeFile(t, zeroInterval, "interval: 0s\n")
+	bigRatio := filepath.Join(dir, "ratio.yml")
+	writeFile(t, bigRatio, "thresholds:\n  min_improvement: 1.5\n")
 	badWeb := filepath.Join(dir, "web.yml")
 	writeFile(t, badWeb, "tls_server_config:\n  cert_file: /nonexistent.pem\n")
 	cases := []struct {
@@ -291,14 +290,18 @@ func TestRunRefusesBadConfiguration(t *testing.T) {
 		{"missing config file", []string{"--config.file", filepath.Join(dir, "nope.yml")}, "nope.yml"},
 		{"history shorter than two intervals", []string{"--interval", "1m", "--history.window", "1m"}, "history window"},
 		{"bad web config", []string{"--web.config.file", badWeb}, "web.yml"},
+		{"zero interval in the file", []string{"--config.file", zeroInterval}, "interval 0s: below the minimum 100ms"},
+		{"zero interval on the command line", []string{"--interval", "0s"}, "--interval 0s: below the minimum 100ms"},
+		{"ratio above one", []string{"--config.file", bigRatio}, "thresholds.min_improvement 1.5: above the maximum 1"},
+		{"back-to-back wait-event samples", []string{"--wait-events.interval", "1ns"}, "--wait-events.interval 1ns: below the minimum 100ms"},
 		{"bad log level", []string{"--log.level", "loud"}, "log.level"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"run", "--probe.dir", "", "--web.listen-address", freeAddr(t), "--dsn", closedPortDSN(t)}, tc.args...)
 			_, stderr, code := runCLI(t, args...)
-			if code != exitBadUsage {
-				t.Errorf("exit code %d, want %d (usage)\n%s", code, exitBadUsage, stderr)
+			if code != cli.ExitBadUsage {
+				t.Errorf("exit code %d, want %d (usage)\n%s", code, cli.ExitBadUsage, stderr)
 			}
 			if !strings.Contains(stderr, tc.want) {
 				t.Errorf("stderr does not say %q:\n%s", tc.want, stderr)
@@ -314,155 +317,7 @@ func TestRunAddressInUse(t *testing.T) {
 	}
 	defer l.Close()
 	_, stderr, code := runCLI(t, "run", "--probe.dir", "", "--dsn", closedPortDSN(t), "--web.listen-address", l.Addr().String())
-	if code != exitFailure || !strings.Contains(stderr, "address already in use") {
-		t.Errorf("exit %d, want %d with the bind error:\n%s", code, exitFailure, stderr)
-	}
-}
-
-func TestConfigFile(t *testing.T) {
-	dir := t.TempDir()
-	full := filepath.Join(dir, "full.yml")
-	writeFile(t, full, `
-interval: 30s
-wait_events: {interval: 2s}
-history: {window: 2h}
-probe: {dir: /srv/probe, interval: 10m, burst: 1s}
-web:
-  listen_address: [":9817", "[::1]:9817"]
-  config_file: /etc/pgwal-advisor/web.yml
-log: {level: debug}
-thresholds:
-  raise_after: 5m
-  probe_z: 2.5
-  wal_buffers_floor: 33554432
-  min_wait_samples: 40
-`)
-	g := &globals{logLevel: "info"}
-	// Flags given on the command line win over the file.
-	fl, fs := parseRunFlags(t, "--interval", "5s", "--probe.burst", "3s")
-	fc, err := loadConfigFile(full)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := resolveConfig(g, fl, fs, fc, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	th := rules.DefaultThresholds()
-	th.RaiseAfter, th.ProbeZ, th.WALBuffersFloor, th.MinWaitSamples = 5*time.Minute, 2.5, 32<<20, 40
-	want := runConfig{
-		Interval: 5 * time.Second, WaitInterval: 2 * time.Second, HistoryWindow: 2 * time.Hour,
-		ProbeDir: "/srv/probe", ProbeInterval: 10 * time.Minute, ProbeBurst: 3 * time.Second,
-		ListenAddresses: []string{":9817", "[::1]:9817"}, WebConfigFile: "/etc/pgwal-advisor/web.yml",
-		LogLevel: "debug", Thresholds: th,
-	}
-	if gs, ws := settingsString(got), settingsString(want); gs != ws {
-		t.Errorf("resolved configuration:\n got %s\nwant %s", gs, ws)
-	}
-
-	errs := []struct {
-		name, content, want string
-	}{
-		{"unknown top-level key", "intervall: 1s\n", `line 1: unknown key "intervall" (known keys: history, interval, log, probe, thresholds, wait_events, web)`},
-		{"unknown nested key", "web:\n  listen_addres: x\n", `line 2: unknown key "web.listen_addres"`},
-		{"unknown threshold", "thresholds:\n  raise: 1m\n", `unknown key "thresholds.raise"`},
-		{"number for a duration", "interval: 15\n", "cannot unmarshal"},
-		{"not YAML", "interval: [\n", "config file"},
-	}
-	for _, tc := range errs {
-		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join(dir, "bad.yml")
-			writeFile(t, path, tc.content)
-			_, err := loadConfigFile(path)
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("loadConfigFile(%q): err = %v, want it to contain %q", tc.content, err, tc.want)
-			}
-		})
-	}
-
-	// A negative threshold is refused when resolving.
-	path := filepath.Join(dir, "negative.yml")
-	writeFile(t, path, "thresholds:\n  clear_after: -1m\n")
-	fc, err = loadConfigFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fl, fs = parseRunFlags(t)
-	if _, err := resolveConfig(g, fl, fs, fc, dir); err == nil || !strings.Contains(err.Error(), "thresholds.clear_after") {
-		t.Errorf("negative threshold: err = %v, want one naming thresholds.clear_after", err)
-	}
-}
-
-// parseRunFlags parses run's flags as the command line would give them.
-func parseRunFlags(t *testing.T, args ...string) (*runFlags, *pflag.FlagSet) {
-	t.Helper()
-	fl := &runFlags{}
-	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
-	fl.register(fs)
-	if err := fs.Parse(args); err != nil {
-		t.Fatal(err)
-	}
-	return fl, fs
-}
-
-func settingsString(c runConfig) string {
-	var b strings.Builder
-	for _, s := range c.settings() {
-		b.WriteString(s.key + "=" + s.value + " ")
-	}
-	return b.String()
-}
-
-// Every threshold has a distinct key, and the keys read like docs/rules.md's names.
-func TestThresholdKeys(t *testing.T) {
-	keys := thresholdFields()
-	for name, want := range map[string]string{
-		"RaiseAfter": "raise_after", "WALBuffersFloor": "wal_buffers_floor", "ProbeZ": "probe_z",
-		"WALSyncRise": "wal_sync_rise", "ContentionSlowFlush": "contention_slow_flush",
-	} {
-		if got := snakeCase(name); got != want {
-			t.Errorf("snakeCase(%s) = %s, want %s", name, got, want)
-		}
-		if _, ok := keys[want]; !ok {
-			t.Errorf("no threshold key %s", want)
-		}
-	}
-	seen := map[int]bool{}
-	for _, i := range keys {
-		seen[i] = true
-	}
-	if n := len(thresholdFields()); len(seen) != n {
-		t.Errorf("%d keys for %d fields", n, len(seen))
-	}
-}
-
-func TestDefaultProbeDir(t *testing.T) {
-	missing := filepath.Join(t.TempDir(), "nope")
-	if got := defaultProbeDir(missing); got != "" {
-		t.Errorf("without a state directory: %q, want no probing", got)
-	}
-	state := t.TempDir()
-	want := filepath.Join(state, defaultProbeSubdir)
-	if got := defaultProbeDir(state); got != want {
-		t.Errorf("with a state directory: %q, want %q (created)", got, want)
-	}
-	if st, err := os.Stat(want); err != nil || !st.IsDir() {
-		t.Errorf("probe directory not created: %v", err)
-	}
-	if got := defaultProbeDir(state); got != want {
-		t.Errorf("with the probe directory: %q, want %q", got, want)
-	}
-}
-
-// levelCore lets a reload lower the level below what the root logger was built with.
-func TestLevelCore(t *testing.T) {
-	core, logs := observer.New(zapcore.InfoLevel)
-	level := zap.NewAtomicLevelAt(zapcore.WarnLevel)
-	logger := zap.New(core).WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return levelCore{Core: c, level: level} }))
-	logger.Info("hidden")
-	level.SetLevel(zapcore.DebugLevel)
-	logger.With(zap.String("k", "v")).Debug("shown")
-	if got := logs.All(); len(got) != 1 || got[0].Message != "shown" {
-		t.Errorf("logged %v, want only the debug entry after lowering the level", got)
+	if code != cli.ExitFailure || !strings.Contains(stderr, "address already in use") {
+		t.Errorf("exit %d, want %d with the bind error:\n%s", code, cli.ExitFailure, stderr)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/pgwal-advisor/pgwal-advisor/collector/kernel"
 	"github.com/pgwal-advisor/pgwal-advisor/collector/postgres"
 	"github.com/pgwal-advisor/pgwal-advisor/collector/storage"
+	"github.com/pgwal-advisor/pgwal-advisor/internal/cli"
 )
 
 // closeTimeout bounds closing the connection to PostgreSQL on the way out, when the command's
@@ -15,16 +16,16 @@ import (
 const closeTimeout = 2 * time.Second
 
 // newSampler builds the sampler that collect and run share: PostgreSQL from --dsn (or the PG*
-// environment), the kernel from --path.procfs, the WAL's storage from --path.procfs and
+// environment, with --query-timeout), the kernel from --path.procfs, the WAL's storage from --path.procfs and
 // --path.sysfs, and --wal-dir when given. Call the returned function when done: it closes the
 // connection to PostgreSQL, even after ctx was cancelled.
-func newSampler(g *globals, queryTimeout time.Duration) (*advisor.Sampler, func(ctx context.Context)) {
-	pg := postgres.New(g.dsn, postgres.Options{QueryTimeout: queryTimeout, WALDir: g.walDir, Logger: g.logger})
+func newSampler(g *cli.Globals) (*advisor.Sampler, func(ctx context.Context)) {
+	pg := postgres.New(g.DSN, postgres.Options{QueryTimeout: g.QueryTimeout, WALDir: g.WALDir, Logger: g.Logger})
 	s := &advisor.Sampler{
 		Postgres: pg,
-		Kernel:   kernel.New(g.procfs),
-		Storage:  storage.New(g.procfs, g.sysfs),
-		WALDir:   g.walDir,
+		Kernel:   kernel.New(g.ProcFS),
+		Storage:  storage.New(g.ProcFS, g.SysFS),
+		WALDir:   g.WALDir,
 	}
 	closeFn := func(ctx context.Context) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)

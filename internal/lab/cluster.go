@@ -317,11 +317,6 @@ func (c *Cluster) DSN() string {
 	return fmt.Sprintf("host=%s port=%d user=postgres dbname=postgres sslmode=disable", c.sockDir, c.port)
 }
 
-// URL is a postgres:// URL for the cluster's loopback TCP port.
-func (c *Cluster) URL() string {
-	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", c.port)
-}
-
 // Port is the TCP port the cluster listens on (127.0.0.1).
 func (c *Cluster) Port() int { return c.port }
 
@@ -330,9 +325,6 @@ func (c *Cluster) SocketDir() string { return c.sockDir }
 
 // DataDir is the cluster's data directory.
 func (c *Cluster) DataDir() string { return c.dataDir }
-
-// BinDir is where the server binaries (and pgbench, pg_test_fsync) are.
-func (c *Cluster) BinDir() string { return c.binDir }
 
 // Connect opens a connection to the cluster.
 func (c *Cluster) Connect(ctx context.Context) (*pgx.Conn, error) {

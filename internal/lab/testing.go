@@ -4,14 +4,19 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"testing"
 	"time"
 )
 
-// RequireServer skips the test when no PostgreSQL server is installed, except in CI (CI=true),
-// where a missing server is a broken set-up and fails the test.
+// RequireServer skips the test under -short (the fast tier runs no PostgreSQL), and when no
+// PostgreSQL server is installed, except in CI (CI=true), where a missing server is a broken
+// set-up and fails the test.
 func RequireServer(t testing.TB) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("needs a PostgreSQL cluster: skipped under -short")
+	}
 	if _, err := FindBinDir(); err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("CI needs PostgreSQL: %v", err)
@@ -19,6 +24,29 @@ func RequireServer(t testing.TB) {
 		t.Skip(err)
 	}
 }
+
+// RequireTool returns the path of a tool the test runs (promtool, prometheus). It skips the
+// test under -short, and when the tool is not on PATH, with the install hint, except in CI
+// (CI=true), where the suite must not pass by skipping.
+func RequireTool(t testing.TB, name, hint string) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs " + name + ": skipped under -short")
+	}
+	path, err := exec.LookPath(name)
+	if err == nil {
+		return path
+	}
+	msg := name + " not found: " + hint
+	if os.Getenv("CI") != "" {
+		t.Fatal(msg + "; CI is set, so this is a failure")
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// PrometheusHint is the install hint for promtool and prometheus.
+const PrometheusHint = "install Debian's prometheus package (as root: apt-get install --no-install-recommends prometheus, or make deps)"
 
 // NewTestCluster starts a cluster for a test and stops it (removing everything) when the test
 // ends, whether it passed or not.

@@ -4,7 +4,7 @@
 // are applied, the best configuration of a small grid search, and the configuration static
 // tuners (PGTune, timescaledb-tune) give for this machine.
 //
-// It is lab equipment (`pgwal-advisor bench`, `make bench`): everything it starts - clusters,
+// It is lab equipment (`pgwal-lab bench`, `make bench`): everything it starts - clusters,
 // simulated disks, loop devices, changes to /proc/sys/vm - it undoes, also when its context is
 // cancelled (Ctrl-C) and on errors. The figures are the suite's product; the harness never tunes
 // itself to meet the targets, it reports them met or missed.
@@ -26,6 +26,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab"
+	"github.com/pgwal-advisor/pgwal-advisor/probes"
 )
 
 // Scenario IDs, in the order the suite runs them.
@@ -128,8 +129,11 @@ func sizesFor(quick bool) sizes {
 	}
 }
 
-// durableMethods are Linux's wal_sync_methods; fsync_writethrough does not exist there.
-func durableMethods() []string { return []string{"open_datasync", "fdatasync", "fsync", "open_sync"} }
+// durableMethods are Linux's wal_sync_methods (fsync_writethrough does not exist there) in
+// pg_test_fsync's order, the order of the report's rows.
+func durableMethods() []string {
+	return slices.DeleteFunc(probes.SyncMethods(), func(m string) bool { return m == probes.FsyncWritethrough })
+}
 
 // runner carries what every scenario needs.
 type runner struct {

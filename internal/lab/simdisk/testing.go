@@ -13,10 +13,14 @@ import (
 
 // MountForTest mounts a simulated disk over a fresh source directory for a test and unmounts it
 // when the test ends, whether it passed or not. Both lie in a directory that other users can
-// traverse, so a throwaway cluster's server can keep its WAL on the disk. It skips the test when FUSE cannot be mounted
-// here, except in CI (CI=true), where that is a broken set-up and fails the test.
+// traverse, so a throwaway cluster's server can keep its WAL on the disk. It skips the test
+// under -short (the fast tier mounts nothing) and when FUSE cannot be mounted here, except in
+// CI (CI=true), where that is a broken set-up and fails the test.
 func MountForTest(t testing.TB, opts Options) *Disk {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("mounts a FUSE simulated disk: skipped under -short")
+	}
 	// Not t.TempDir(): it is private to the user running the test. lab.SharedTempDir does the
 	// same, but simdisk stays free of the cluster package and its driver.
 	dir, err := os.MkdirTemp("", "simdisk-test-")

@@ -12,13 +12,14 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/pgwal-advisor/pgwal-advisor/internal/cli"
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab"
 )
 
 // benchCmd runs the bench command on its own, with the globals the root would have set.
 func benchCmd(t *testing.T, format string, args ...string) (string, string, error) {
 	t.Helper()
-	g := &globals{format: format, procfs: "/proc", sysfs: "/sys", logger: zaptest.NewLogger(t)}
+	g := &cli.Globals{Format: format, ProcFS: "/proc", SysFS: "/sys", Logger: zaptest.NewLogger(t)}
 	cmd := newBenchCmd(g)
 	var stdout, stderr bytes.Buffer
 	cmd.SetOut(&stdout)
@@ -34,14 +35,16 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"--scenario", "seed001,nope"},
 	} {
 		_, _, err := benchCmd(t, "table", args...)
-		if !errors.Is(err, errUsage) {
+		if !errors.Is(err, cli.ErrUsage) {
 			t.Errorf("%v: error %v, want a usage error", args, err)
 		}
 	}
 	// Through the whole command line.
-	_, stderr, code := runCLI(t, "bench", "--scenario", "seed009")
-	if code != exitBadUsage || !strings.Contains(stderr, "seed009") {
-		t.Errorf("bench --scenario seed009: exit %d, stderr %q; want %d naming the scenario", code, stderr, exitBadUsage)
+	var stdout, stderrBuf bytes.Buffer
+	code := run(context.Background(), []string{"bench", "--scenario", "seed009"}, &stdout, &stderrBuf)
+	stderr := stderrBuf.String()
+	if code != cli.ExitBadUsage || !strings.Contains(stderr, "seed009") {
+		t.Errorf("bench --scenario seed009: exit %d, stderr %q; want %d naming the scenario", code, stderr, cli.ExitBadUsage)
 	}
 }
 

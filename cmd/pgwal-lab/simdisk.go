@@ -10,22 +10,14 @@ import (
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 
+	"github.com/pgwal-advisor/pgwal-advisor/internal/cli"
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab/simdisk"
 )
 
-func newLabCmd(g *globals) *cobra.Command {
-	lab := &cobra.Command{
-		Use:   "lab",
-		Short: "Test and demo equipment: simulated slow or lying disks",
-		Long: `Test and demo equipment, used by the project's tests, demo and benchmarks and available to
-anyone who wants to see the advisor at work without a slow disk at hand. Nothing here is
-meant for a production server.`,
-	}
-	lab.AddCommand(newLabSimdiskCmd(g))
-	return lab
-}
-
-func newLabSimdiskCmd(g *globals) *cobra.Command {
+// newLabSimdiskCmd is `pgwal-lab simdisk`: test and demo equipment, used by the project's tests,
+// demo and benchmarks and available to anyone who wants to see the advisor at work without a
+// slow disk at hand.
+func newLabSimdiskCmd(g *cli.Globals) *cobra.Command {
 	var (
 		opts      simdisk.Options
 		bandwidth string
@@ -47,22 +39,22 @@ written out, and files created since disappear (stop the processes using the dis
 
 Needs root and /dev/fuse. Files created on it belong to their creator, so the postgres user
 can use a disk mounted by root.`,
-		Example: `  pgwal-advisor lab simdisk --latency 4ms /srv/simdisk-src /mnt/slow
-  pgwal-advisor lab simdisk --latency 1ms --bandwidth 80MB /dev/shm/simdisk /mnt/slow`,
+		Example: `  pgwal-lab simdisk --latency 4ms /srv/simdisk-src /mnt/slow
+  pgwal-lab simdisk --latency 1ms --bandwidth 80MB /dev/shm/simdisk /mnt/slow`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 2 {
-				return fmt.Errorf("want SRC and MNT, got %d arguments: %w", len(args), errUsage)
+				return fmt.Errorf("want SRC and MNT, got %d arguments: %w", len(args), cli.ErrUsage)
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			bw, err := simdisk.ParseBandwidth(bandwidth)
 			if err != nil {
-				return fmt.Errorf("--%v (see --help): %w", err, errUsage)
+				return fmt.Errorf("--%v (see --help): %w", err, cli.ErrUsage)
 			}
 			opts.BandwidthBytesPerSec = bw
 			ctx := cmd.Context()
-			d, err := simdisk.Mount(ctx, args[0], args[1], opts, g.logger)
+			d, err := simdisk.Mount(ctx, args[0], args[1], opts, g.Logger)
 			if err != nil {
 				return err
 			}
@@ -74,16 +66,16 @@ can use a disk mounted by root.`,
 			for {
 				select {
 				case <-ctx.Done():
-					g.logger.Info("signal received: unmounting", zap.String("mountpoint", d.Mountpoint()))
+					g.Logger.Info("signal received: unmounting", zap.String("mountpoint", d.Mountpoint()))
 					return d.Close()
 				case sig := <-cacheSignals:
 					if sig == syscall.SIGUSR2 {
 						d.FlushCache()
-						g.logger.Info("cache flushed", zap.String("mountpoint", d.Mountpoint()))
+						g.Logger.Info("cache flushed", zap.String("mountpoint", d.Mountpoint()))
 						continue
 					}
 					if err := d.PowerCut(); err != nil {
-						g.logger.Error("power cut incomplete", zap.Error(err))
+						g.Logger.Error("power cut incomplete", zap.Error(err))
 					}
 				}
 			}

@@ -8,10 +8,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/pgwal-advisor/pgwal-advisor/internal/cli"
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab/demo"
 )
 
-func newDemoCmd(g *globals) *cobra.Command {
+func newDemoCmd(g *cli.Globals) *cobra.Command {
 	var opts demo.Options
 	cmd := &cobra.Command{
 		Use:   "demo",
@@ -33,21 +34,21 @@ JSON (--format json): .before_seconds, .after_seconds, .speedup, .applied[] (.se
 .to), .findings[].`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			opts.ProcFS, opts.SysFS = g.procfs, g.sysfs
-			opts.Version, _ = buildVersion()
+			opts.ProcFS, opts.SysFS = g.ProcFS, g.SysFS
+			opts.Version, _ = cli.BuildVersion(version)
 			if opts.Rows < 1000 {
-				return fmt.Errorf("--rows %d: want at least 1000: %w", opts.Rows, errUsage)
+				return fmt.Errorf("--rows %d: want at least 1000: %w", opts.Rows, cli.ErrUsage)
 			}
 			out := cmd.OutOrStdout()
 			progress := out
-			if g.format == "json" {
+			if g.Format == "json" {
 				progress = io.Discard
 			}
-			sum, err := demo.Run(cmd.Context(), progress, opts, g.logger)
+			sum, err := demo.Run(cmd.Context(), progress, opts, g.Logger)
 			if err != nil {
 				return err
 			}
-			if g.format == "json" {
+			if g.Format == "json" {
 				enc := json.NewEncoder(out)
 				enc.SetIndent("", "  ")
 				if err := enc.Encode(sum); err != nil {

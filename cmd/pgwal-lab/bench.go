@@ -10,10 +10,11 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/pgwal-advisor/pgwal-advisor/internal/cli"
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab/bench"
 )
 
-func newBenchCmd(g *globals) *cobra.Command {
+func newBenchCmd(g *cli.Globals) *cobra.Command {
 	var (
 		opts      bench.Options
 		scenarios []string
@@ -37,21 +38,21 @@ minutes, a smoke test of the harness rather than of the figures. Progress goes t
 tables (markdown) or --format json to stdout; --out also writes the markdown report to a file.
 It must run as root (FUSE, loop devices, /proc/sys/vm) with PostgreSQL's server binaries
 installed. Everything it starts is torn down and vm.dirty_* restored, also on Ctrl-C.`,
-		Example: `  pgwal-advisor bench --quick
-  pgwal-advisor bench --scenario seed001,seed003 --format json
-  pgwal-advisor bench --out docs/benchmarks.md`,
+		Example: `  pgwal-lab bench --quick
+  pgwal-lab bench --scenario seed001,seed003 --format json
+  pgwal-lab bench --out docs/benchmarks.md`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			for _, s := range scenarios {
 				if !slices.Contains(bench.ScenarioIDs(), strings.TrimSpace(s)) {
-					return fmt.Errorf("--scenario %q: want %s: %w", s, strings.Join(bench.ScenarioIDs(), ", "), errUsage)
+					return fmt.Errorf("--scenario %q: want %s: %w", s, strings.Join(bench.ScenarioIDs(), ", "), cli.ErrUsage)
 				}
 			}
 			opts.Scenarios = scenarios
-			opts.ProcFS, opts.SysFS = g.procfs, g.sysfs
+			opts.ProcFS, opts.SysFS = g.ProcFS, g.SysFS
 			opts.Progress = cmd.ErrOrStderr()
 			opts.Command = commandLine(cmd)
-			rep, runErr := bench.Run(cmd.Context(), opts, g.logger)
+			rep, runErr := bench.Run(cmd.Context(), opts, g.Logger)
 			if rep == nil {
 				return runErr
 			}
@@ -64,7 +65,7 @@ installed. Everything it starts is torn down and vm.dirty_* restored, also on Ct
 					return fmt.Errorf("write --out: %w", err)
 				}
 			}
-			if g.format == "json" {
+			if g.Format == "json" {
 				if err := bench.WriteJSON(cmd.OutOrStdout(), rep); err != nil {
 					return err
 				}
