@@ -154,14 +154,7 @@ func (m *Manager) once(key string, fn func()) {
 func (m *Manager) now() time.Time { return m.cfg.Now() }
 
 // actuator returns the actuator of setting, nil when none owns it.
-func (m *Manager) actuator(setting string) Actuator {
-	for _, a := range m.acts {
-		if a != nil && a.Owns(setting) {
-			return a
-		}
-	}
-	return nil
-}
+func (m *Manager) actuator(setting string) Actuator { return actuatorFor(m.acts, setting) }
 
 // Step runs one cycle over the advisor's latest state; it does nothing unless a snapshot newer
 // than the last one has arrived. It returns the errors that stopped parts of the cycle.
@@ -348,6 +341,13 @@ func (m *Manager) reconcile(ctx context.Context, l *ledger) (string, error) {
 
 func (m *Manager) reconcileOne(ctx context.Context, l *ledger, c *change) error {
 	in := c.Intent
+	if err := refuseSetting(in.Setting); err != nil {
+		// Crash recovery acts on a journal, which is input: a record the guard refuses is
+		// settled as failed without reading or writing the setting.
+		m.logger.Warn("apply: journal record refused", zap.Int("id", c.ID()), zap.String("setting", in.Setting), zap.Error(err))
+		_, jerr := m.record(l, m.outcome(c, Failed, "reconciled after a crash: refused by the apply guard: "+err.Error(), nil))
+		return jerr
+	}
 	a := m.actuator(in.Setting)
 	if a == nil || in.Old == nil {
 		_, err := m.record(l, m.outcome(c, Failed, "reconciled after a crash: no actuator or no recorded old value to check the change against; check "+in.Setting+" by hand", nil))

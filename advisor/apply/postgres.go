@@ -221,9 +221,12 @@ func (p *Postgres) restore(ctx context.Context, name string, old Value) (Value, 
 // reloadAndWait calls pg_reload_conf() and reads the setting until done says the server took
 // the configuration, or the confirm timeout passes.
 func (p *Postgres) reloadAndWait(ctx context.Context, name string, done func(Value) bool) (Value, error) {
+	// pg_conf_load_time() is when this backend last loaded the configuration: the read that
+	// confirms a change waits until it has moved, or a read could see the old configuration.
 	var ok bool
+	var loaded time.Time
 	err := p.query(ctx, func(ctx context.Context) error {
-		return p.conn.QueryRow(ctx, "SELECT pg_reload_conf()").Scan(&ok)
+		return p.conn.QueryRow(ctx, "SELECT pg_conf_load_time(), pg_reload_conf()").Scan(&loaded, &ok)
 	})
 	if err != nil {
 		return Value{}, p.alterErr("pg_reload_conf()", name, err)
@@ -235,11 +238,17 @@ func (p *Postgres) reloadAndWait(ctx context.Context, name string, done func(Val
 	for {
 		// The reload is asynchronous: the postmaster rereads the files, then signals the
 		// backends, this one included, which applies it before its next query.
+		var now time.Time
+		if err := p.query(ctx, func(ctx context.Context) error {
+			return p.conn.QueryRow(ctx, "SELECT pg_conf_load_time()").Scan(&now)
+		}); err != nil {
+			return Value{}, p.opErr("read pg_conf_load_time()", err, "")
+		}
 		v, err := p.read(ctx, name)
 		if err != nil {
 			return Value{}, err
 		}
-		if done(v) {
+		if now.After(loaded) && done(v) {
 			return v, nil
 		}
 		if time.Now().After(deadline) {

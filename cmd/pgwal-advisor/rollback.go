@@ -34,7 +34,14 @@ bytes value), and the sysctl.d file's line as it was (the file is removed when n
 A change whose setting someone else has changed since is not touched: restoring it would undo
 their change. Connection and paths come from the global flags (--dsn, --path.procfs).
 
-Exit status: 0 when every rollback succeeded, 3 otherwise, 64 for a usage error.`,
+A journal record is input, and every one passes the apply mode's guard before anything is
+written: a record naming a setting that is never changed (fsync, synchronous_commit,
+full_page_writes, wal_level, ...), a value out of bounds, or a sysctl_file that is not the
+advisor's own file in the sysctl.d directory is refused with a REFUSED line naming the change,
+the setting and the reason; the other records are rolled back.
+
+Exit status: 0 when every rollback succeeded, 3 when one failed or was refused or the journal
+could not be read, 64 for a usage error.`,
 		Example: `  pgwal-advisor rollback --journal /var/lib/pgwal-advisor/apply.journal --id 3
   pgwal-advisor rollback --journal /var/lib/pgwal-advisor/apply.journal --all`,
 		Args: cobra.NoArgs,
@@ -51,6 +58,11 @@ Exit status: 0 when every rollback succeeded, 3 otherwise, 64 for a usage error.
 			// The sysctl.d file each kernel change used is in its journal record.
 			acts := []apply.Actuator{pg, apply.NewKernel(g.procfs, "", g.logger)}
 			results, err := apply.Rollback(ctx, apply.NewJournal(journal), acts, id, nil, g.logger)
+			if err != nil && results == nil {
+				// The journal could not be read (or the change not found): the error alone
+				// says so; a table would add "Nothing to roll back", which is not what happened.
+				return err
+			}
 			out := cmd.OutOrStdout()
 			var werr error
 			if g.format == "json" {
