@@ -17,6 +17,7 @@ func newRollbackCmd(g *globals) *cobra.Command {
 		id             int
 		queryTimeout   time.Duration
 		confirmTimeout time.Duration
+		sysctlFile     string
 	)
 	cmd := &cobra.Command{
 		Use:   "rollback",
@@ -55,8 +56,9 @@ could not be read, 64 for a usage error.`,
 			ctx := cmd.Context()
 			pg := apply.NewPostgres(g.dsn, apply.PostgresOptions{QueryTimeout: queryTimeout, ConfirmTimeout: confirmTimeout, Logger: g.logger})
 			defer closePostgres(ctx, pg)
-			// The sysctl.d file each kernel change used is in its journal record.
-			acts := []apply.Actuator{pg, apply.NewKernel(g.procfs, "", g.logger)}
+			// The sysctl.d file each kernel change used is in its journal record; the guard
+			// takes it only beside --apply.sysctl-file.
+			acts := []apply.Actuator{pg, apply.NewKernel(g.procfs, sysctlFile, g.logger)}
 			results, err := apply.Rollback(ctx, apply.NewJournal(journal), acts, id, nil, g.logger)
 			if err != nil && results == nil {
 				// The journal could not be read (or the change not found): the error alone
@@ -86,6 +88,7 @@ could not be read, 64 for a usage error.`,
 	f.BoolVar(&all, "all", false, "roll back every change still in effect, newest first")
 	f.IntVar(&id, "id", 0, "roll back one change (its id in the journal)")
 	f.DurationVar(&queryTimeout, "query-timeout", 5*time.Second, "timeout of each query to PostgreSQL")
+	f.StringVar(&sysctlFile, "apply.sysctl-file", apply.DefaultSysctlFile, "the sysctl.d file the apply mode persists kernel settings in: a journal's recorded file is used only beside it, named like it")
 	f.DurationVar(&confirmTimeout, "confirm-timeout", apply.DefaultConfirmTimeout, "how long to wait for a reloaded setting to show its old value")
 	return cmd
 }
