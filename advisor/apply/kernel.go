@@ -325,7 +325,7 @@ func sysctlKey(line string) (string, string, bool) {
 	if !ok {
 		return "", "", false
 	}
-	k = strings.ReplaceAll(strings.TrimPrefix(strings.TrimSpace(k), "-"), "/", ".")
+	k = strings.ReplaceAll(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(k), "-")), "/", ".")
 	return k, strings.TrimSpace(v), true
 }
 

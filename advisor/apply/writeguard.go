@@ -104,6 +104,10 @@ func checkWrite(ctx context.Context, a Actuator, setting, value string, old *Val
 	if sp.kind == kindKernelBytes {
 		return checkKernelWrite(a, sp, value, old)
 	}
+	if old != nil && (old.SysctlFile != "" || old.Twin != "" || old.TwinValue != "" || old.Persisted != nil) {
+		// A PostgreSQL setting's record has no kernel fields: one that has them is not ours.
+		return refuse(setting, "the record carries kernel fields (sysctl_file, twin, persisted) for a PostgreSQL setting")
+	}
 	values := []string{value}
 	if old != nil && old.AutoConf != nil {
 		values = append(values, *old.AutoConf)
