@@ -180,8 +180,13 @@ type spec struct {
 
 // neverApplied are changed by people only, whatever the flags: each trades durability for
 // speed (or back), and that is a decision for whoever made it (rules/durability.go).
+//
+// The rest lower durability or hide corruption (PostgreSQL docs, runtime-config-wal and
+// runtime-config-developer): no journal record may name them either.
 func neverApplied() []string {
-	return []string{collector.Fsync, collector.SynchronousCommit, collector.FullPageWrites}
+	return []string{collector.Fsync, collector.SynchronousCommit, collector.FullPageWrites,
+		"wal_level", "data_sync_retry", "zero_damaged_pages", "ignore_checksum_failure",
+		"ignore_invalid_pages", "ignore_system_indexes", "synchronous_standby_names", "wal_log_hints"}
 }
 
 // specs lists the settings the apply mode can change. Bounds are the documented ranges

@@ -110,7 +110,8 @@ func NewJournal(path string) *Journal { return &Journal{path: path} }
 func (j *Journal) Path() string { return j.path }
 
 // Read returns the journal's records, oldest first; a missing file is an empty journal. A last
-// line cut short by a crash mid-write is skipped and reported in torn; any other line that is
+// line cut short by a crash mid-write (a prefix of a record, or NUL bytes where the rest of it
+// never reached the disk) is skipped and reported in torn; any other line that is
 // not a record is an error, since the state it held is lost.
 func (j *Journal) Read() (recs []Record, torn string, err error) {
 	b, err := os.ReadFile(j.path)
@@ -127,10 +128,17 @@ func parseJournal(path string, b []byte) ([]Record, string, error) {
 	var recs []Record
 	var torn []string
 	for i, raw := range bytes.Split(b, []byte("\n")) {
+		// A crash mid-write can also leave the file longer than what reached the disk: the
+		// rest reads as NUL bytes (delayed allocation). A tail of NULs is a cut record too.
 		text := bytes.TrimSpace(raw)
-		if len(text) == 0 {
+		cut := bytes.TrimSpace(bytes.TrimRight(text, "\x00"))
+		if len(cut) == 0 {
+			if len(text) > 0 {
+				torn = append(torn, strconv.Itoa(i+1))
+			}
 			continue
 		}
+		text = cut
 		var r Record
 		err := json.Unmarshal(text, &r)
 		if err == nil && r.Kind == "" {

@@ -78,3 +78,32 @@ func TestJournalChangeLock(t *testing.T) {
 		u2()
 	}
 }
+
+// TestJournalCutRecords: what a crash mid-write leaves - a prefix of a record, a prefix with a
+// tail of NUL bytes, a line of NULs - is a cut record, reported and skipped; a NUL inside a
+// line that goes on after it is corruption.
+func TestJournalCutRecords(t *testing.T) {
+	rec := `{"id":1,"time":"2026-12-01T00:00:00Z","kind":"intent","setting":"wal_buffers","new":"16MB"}`
+	for _, tc := range []struct {
+		name, text string
+		recs       int
+		torn, bad  bool
+	}{
+		{"prefix", rec + "\n" + `{"id":1,"kind":"out`, 1, true, false},
+		{"prefix and NULs", rec + "\n" + `{"id":1,"kind":"out` + strings.Repeat("\x00", 300), 1, true, false},
+		{"NULs only", rec + "\n" + strings.Repeat("\x00", 4096), 1, true, false},
+		{"NULs then a record", rec + "\n" + strings.Repeat("\x00", 10) + "\n" + rec + "\n", 2, true, false},
+		{"record then NULs", rec + strings.Repeat("\x00", 10), 1, false, false},
+		{"NUL inside", `{"id":1,` + "\x00" + `"kind":"intent"}` + "\n", 0, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			recs, torn, err := parseJournal("j", []byte(tc.text))
+			if (err != nil) != tc.bad {
+				t.Fatalf("err = %v, want error %v", err, tc.bad)
+			}
+			if len(recs) != tc.recs || (torn != "") != tc.torn {
+				t.Errorf("got %d records, torn %q; want %d, torn %v", len(recs), torn, tc.recs, tc.torn)
+			}
+		})
+	}
+}

@@ -73,6 +73,10 @@ func NewKernel(procfs, sysctlFile string, logger *zap.Logger) *Kernel {
 	return &Kernel{procfs: procfs, sysctlFile: sysctlFile, logger: logger.With(zap.String("actuator", "kernel")), writeCheck: openForWrite}
 }
 
+// SysctlFile is the configured sysctl.d file; the guard accepts a journal's recorded one only
+// beside it.
+func (k *Kernel) SysctlFile() string { return k.sysctlFile }
+
 // Owns reports whether name is a knob this actuator changes.
 func (k *Kernel) Owns(name string) bool { return twinOf(name) != "" }
 
@@ -321,7 +325,7 @@ func sysctlKey(line string) (string, string, bool) {
 	if !ok {
 		return "", "", false
 	}
-	k = strings.ReplaceAll(strings.TrimPrefix(strings.TrimSpace(k), "-"), "/", ".")
+	k = strings.ReplaceAll(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(k), "-")), "/", ".")
 	return k, strings.TrimSpace(v), true
 }
 

@@ -66,6 +66,8 @@ type RollbackResult struct {
 	PendingRestart bool   `json:"pending_restart,omitempty"`
 	Skipped        string `json:"skipped,omitempty"`
 	Error          string `json:"error,omitempty"`
+	// Refused is set when the guard refused the journal record: nothing was written for it.
+	Refused string `json:"refused,omitempty"`
 }
 
 // Rollback restores the recorded old values: of change id, or with id 0 of every change in
@@ -129,18 +131,20 @@ func rollbackOne(ctx context.Context, j *Journal, l *ledger, acts []Actuator, c 
 	in := c.Intent
 	r := RollbackResult{ID: c.ID(), Setting: in.Setting, From: in.New}
 	fail := func(err error) (RollbackResult, error) {
-		r.Error = err.Error()
+		if errors.Is(err, ErrRefused) {
+			r.Refused = err.Error()
+		} else {
+			r.Error = err.Error()
+		}
 		return r, err
 	}
 	if in.Old == nil {
 		return fail(fmt.Errorf("rollback change %d: the journal has no old value of %s", c.ID(), in.Setting))
 	}
-	var a Actuator
-	for _, x := range acts {
-		if x != nil && x.Owns(in.Setting) {
-			a = x
-		}
+	if err := refuseSetting(in.Setting); err != nil {
+		return fail(fmt.Errorf("rollback change %d: %w", c.ID(), err))
 	}
+	a := actuatorFor(acts, in.Setting)
 	if a == nil {
 		return fail(fmt.Errorf("rollback change %d: no actuator for %s", c.ID(), in.Setting))
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -106,7 +105,7 @@ func (p *Postgres) Writable(ctx context.Context, name string) error {
 	if p.super {
 		return nil
 	}
-	role := quoteIdent(p.user)
+	role := postgres.QuoteIdent(p.user)
 	if p.version < 150000 {
 		return fmt.Errorf("role %s may not ALTER SYSTEM %s: before PostgreSQL 15 only a superuser can; connect as one in apply mode, or apply the recommendation by hand", role, name)
 	}
@@ -221,9 +220,12 @@ func (p *Postgres) restore(ctx context.Context, name string, old Value) (Value, 
 // reloadAndWait calls pg_reload_conf() and reads the setting until done says the server took
 // the configuration, or the confirm timeout passes.
 func (p *Postgres) reloadAndWait(ctx context.Context, name string, done func(Value) bool) (Value, error) {
+	// pg_conf_load_time() is when this backend last loaded the configuration: the read that
+	// confirms a change waits until it has moved, or a read could see the old configuration.
 	var ok bool
+	var loaded time.Time
 	err := p.query(ctx, func(ctx context.Context) error {
-		return p.conn.QueryRow(ctx, "SELECT pg_reload_conf()").Scan(&ok)
+		return p.conn.QueryRow(ctx, "SELECT pg_conf_load_time(), pg_reload_conf()").Scan(&loaded, &ok)
 	})
 	if err != nil {
 		return Value{}, p.alterErr("pg_reload_conf()", name, err)
@@ -235,11 +237,17 @@ func (p *Postgres) reloadAndWait(ctx context.Context, name string, done func(Val
 	for {
 		// The reload is asynchronous: the postmaster rereads the files, then signals the
 		// backends, this one included, which applies it before its next query.
+		var now time.Time
+		if err := p.query(ctx, func(ctx context.Context) error {
+			return p.conn.QueryRow(ctx, "SELECT pg_conf_load_time()").Scan(&now)
+		}); err != nil {
+			return Value{}, p.opErr("read pg_conf_load_time()", err, "")
+		}
 		v, err := p.read(ctx, name)
 		if err != nil {
 			return Value{}, err
 		}
-		if done(v) {
+		if now.After(loaded) && done(v) {
 			return v, nil
 		}
 		if time.Now().After(deadline) {
@@ -287,7 +295,7 @@ func (p *Postgres) read(ctx context.Context, name string) (Value, error) {
 		switch {
 		case v.Source == "configuration file" && v.SourceFile == "":
 			return v, fmt.Errorf("cannot tell whether %s comes from postgresql.auto.conf: role %s sees neither pg_file_settings nor pg_settings.sourcefile, and rollback needs to know (GRANT pg_read_all_settings TO %s; pg_monitor includes it)",
-				name, quoteIdent(p.user), quoteIdent(p.user))
+				name, postgres.QuoteIdent(p.user), postgres.QuoteIdent(p.user))
 		case strings.HasSuffix(v.SourceFile, "postgresql.auto.conf"):
 			s := v.Value
 			v.AutoConf = &s
@@ -300,7 +308,7 @@ func (p *Postgres) read(ctx context.Context, name string) (Value, error) {
 
 // privilegeHint is what to grant when a statement was refused.
 func (p *Postgres) privilegeHint(name string) string {
-	role := quoteIdent(p.user)
+	role := postgres.QuoteIdent(p.user)
 	if p.version >= 150000 {
 		return fmt.Sprintf("as a superuser: GRANT ALTER SYSTEM ON PARAMETER %s TO %s; GRANT EXECUTE ON FUNCTION pg_reload_conf() TO %s", name, role, role)
 	}
@@ -390,17 +398,6 @@ func (p *Postgres) alterErr(op, setting string, err error) error {
 		hint = p.privilegeHint(setting)
 	}
 	return p.opErr(op, err, hint)
-}
-
-// quoteIdent quotes a role name for a GRANT an operator will paste.
-func quoteIdent(name string) string {
-	if name == "" {
-		return "<role>"
-	}
-	if regexp.MustCompile(`^[a-z_][a-z0-9_$]*$`).MatchString(name) {
-		return name
-	}
-	return `"` + strings.ReplaceAll(name, `"`, `""`) + `"`
 }
 
 // quoteLiteral quotes a value for ALTER SYSTEM, which takes no parameters. The values come from

@@ -93,6 +93,8 @@ func WriteRollback(w io.Writer, results []RollbackResult) error {
 	}
 	for _, r := range results {
 		switch {
+		case r.Refused != "":
+			fmt.Fprintf(tw, "change %d\t%s\tREFUSED: %s\n", r.ID, r.Setting, r.Refused)
 		case r.Error != "":
 			fmt.Fprintf(tw, "change %d\t%s\tFAILED: %s\n", r.ID, r.Setting, r.Error)
 		case r.Skipped != "":

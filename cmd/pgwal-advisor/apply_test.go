@@ -116,7 +116,8 @@ func TestApplyAndRollbackCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	out, stderr, code = runCLI(t, "rollback", "--journal", journal, "--all", "--dsn", c.DSN(), "--path.procfs", procfs)
+	// The guard takes a recorded sysctl.d file only beside the configured one.
+	out, stderr, code = runCLI(t, "rollback", "--journal", journal, "--all", "--dsn", c.DSN(), "--path.procfs", procfs, "--apply.sysctl-file", sysctlFile)
 	if code != 0 {
 		t.Fatalf("rollback --all exited %d: %s\n%s", code, stderr, out)
 	}
@@ -152,6 +153,11 @@ func TestApplyAndRollbackCLI(t *testing.T) {
 	}
 	if _, stderr, code := runCLI(t, "rollback", "--journal", journal, "--id", "1", "--dsn", c.DSN()); code != cli.ExitFailure || !strings.Contains(stderr, "not in effect") {
 		t.Errorf("rollback --id 1 of a rolled-back change: exit %d, %s", code, stderr)
+	}
+	// An unreadable journal (a directory here): the error alone, and exit 3.
+	out, stderr, code = runCLI(t, "rollback", "--journal", t.TempDir(), "--all", "--dsn", c.DSN())
+	if code != cli.ExitFailure || strings.Contains(out, "Nothing to roll back") || !strings.Contains(stderr, "journal") {
+		t.Errorf("rollback of an unreadable journal: exit %d, stdout %q, stderr %q", code, out, stderr)
 	}
 }
 

@@ -17,6 +17,7 @@ func newRollbackCmd(g *cli.Globals) *cobra.Command {
 		all            bool
 		id             int
 		confirmTimeout time.Duration
+		sysctlFile     string
 	)
 	cmd := &cobra.Command{
 		Use:   "rollback",
@@ -34,7 +35,14 @@ bytes value), and the sysctl.d file's line as it was (the file is removed when n
 A change whose setting someone else has changed since is not touched: restoring it would undo
 their change. Connection and paths come from the global flags (--dsn, --path.procfs).
 
-Exit status: 0 when every rollback succeeded, 3 otherwise, 64 for a usage error.`,
+A journal record is input, and every one passes the apply mode's guard before anything is
+written: a record naming a setting that is never changed (fsync, synchronous_commit,
+full_page_writes, wal_level, ...), a value out of bounds, or a sysctl_file that is not the
+advisor's own file in the sysctl.d directory is refused with a REFUSED line naming the change,
+the setting and the reason; the other records are rolled back.
+
+Exit status: 0 when every rollback succeeded, 3 when one failed or was refused or the journal
+could not be read, 64 for a usage error.`,
 		Example: `  pgwal-advisor rollback --journal /var/lib/pgwal-advisor/apply.journal --id 3
   pgwal-advisor rollback --journal /var/lib/pgwal-advisor/apply.journal --all`,
 		Args: cobra.NoArgs,
@@ -48,9 +56,15 @@ Exit status: 0 when every rollback succeeded, 3 otherwise, 64 for a usage error.
 			ctx := cmd.Context()
 			pg := apply.NewPostgres(g.DSN, apply.PostgresOptions{QueryTimeout: g.QueryTimeout, ConfirmTimeout: confirmTimeout, Logger: g.Logger})
 			defer closePostgres(ctx, pg)
-			// The sysctl.d file each kernel change used is in its journal record.
-			acts := []apply.Actuator{pg, apply.NewKernel(g.ProcFS, "", g.Logger)}
+			// The sysctl.d file each kernel change used is in its journal record; the guard
+			// takes it only beside --apply.sysctl-file.
+			acts := []apply.Actuator{pg, apply.NewKernel(g.ProcFS, sysctlFile, g.Logger)}
 			results, err := apply.Rollback(ctx, apply.NewJournal(journal), acts, id, nil, g.Logger)
+			if err != nil && results == nil {
+				// The journal could not be read (or the change not found): the error alone
+				// says so; a table would add "Nothing to roll back", which is not what happened.
+				return err
+			}
 			out := cmd.OutOrStdout()
 			var werr error
 			if g.Format == "json" {
@@ -73,6 +87,7 @@ Exit status: 0 when every rollback succeeded, 3 otherwise, 64 for a usage error.
 	f.StringVar(&journal, "journal", apply.DefaultJournal, "the apply journal to roll back from")
 	f.BoolVar(&all, "all", false, "roll back every change still in effect, newest first")
 	f.IntVar(&id, "id", 0, "roll back one change (its id in the journal)")
+	f.StringVar(&sysctlFile, "apply.sysctl-file", apply.DefaultSysctlFile, "the sysctl.d file the apply mode persists kernel settings in: a journal's recorded file is used only beside it, named like it")
 	f.DurationVar(&confirmTimeout, "confirm-timeout", apply.DefaultConfirmTimeout, "how long to wait for a reloaded setting to show its old value")
 	return cmd
 }

@@ -218,7 +218,7 @@ func hintFor(err error, user string, timeout time.Duration) string {
 		case code == "3D000":
 			return "check dbname in --dsn"
 		case code == "42501":
-			return fmt.Sprintf("grant pg_monitor to the advisor's role: GRANT pg_monitor TO %s", quoteIdent(user))
+			return fmt.Sprintf("grant pg_monitor to the advisor's role: GRANT pg_monitor TO %s", QuoteIdent(user))
 		case code == "53300":
 			return "the server has no free connection slot: retry later or raise max_connections"
 		case strings.HasPrefix(code, "57P"):
@@ -242,8 +242,8 @@ func hintFor(err error, user string, timeout time.Duration) string {
 	return ""
 }
 
-// quoteIdent quotes a role name for the GRANT an operator will paste.
-func quoteIdent(name string) string {
+// QuoteIdent quotes a role name for the GRANT an operator will paste; apply's hints use it too.
+func QuoteIdent(name string) string {
 	if name == "" {
 		return "<role>"
 	}

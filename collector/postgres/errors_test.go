@@ -43,8 +43,8 @@ func TestHintFor(t *testing.T) {
 
 func TestQuoteIdent(t *testing.T) {
 	for in, want := range map[string]string{"advisor": "advisor", "Advisor": `"Advisor"`, `a"b`: `"a""b"`, "": "<role>"} {
-		if got := quoteIdent(in); got != want {
-			t.Errorf("quoteIdent(%q) = %q, want %q", in, got, want)
+		if got := QuoteIdent(in); got != want {
+			t.Errorf("QuoteIdent(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

@@ -178,7 +178,7 @@ func (c *Collector) Collect(ctx context.Context) (*collector.Postgres, error) {
 	if waitEventsQuery(v) != "" && !c.server.readAllStats {
 		pg.Notes = append(pg.Notes, fmt.Sprintf(
 			"role %s sees only its own sessions in pg_stat_activity, so wait events miss the application's: GRANT pg_monitor TO %s",
-			c.server.user, quoteIdent(c.server.user)))
+			c.server.user, QuoteIdent(c.server.user)))
 	}
 
 	c.resolveWALDir(pg, settingsOK)
@@ -411,7 +411,7 @@ func (c *Collector) resolveWALDir(pg *collector.Postgres, settingsOK bool) {
 	case pg.DataDir == "":
 		pg.Notes = append(pg.Notes, fmt.Sprintf(
 			"data_directory is hidden from role %s, so the WAL directory is unknown: GRANT pg_monitor TO %s (it includes pg_read_all_settings), or set --wal-dir",
-			c.server.user, quoteIdent(c.server.user)))
+			c.server.user, QuoteIdent(c.server.user)))
 		return
 	}
 	sub := "pg_wal"
