@@ -224,6 +224,14 @@ func (a *Advisor) Observe(s collector.Snapshot) {
 		probeOff = a.probeErr.Error()
 	}
 	a.mu.RUnlock()
+	if a.probe != nil {
+		// A refused directory is retried by the scheduler; while it is, the finding says why.
+		if err := a.probe.Refused(); err != nil {
+			probeOff = err.Error()
+		} else if a.probeErr == nil {
+			probeOff = ""
+		}
+	}
 	in := rules.Input{History: a.history, Probe: report, ProbeDisabled: probeOff, Now: s.Time, Config: a.cfg.Thresholds}
 	outcomes := rules.Run(a.rules, in)
 	findings := a.tracker.Observe(in, outcomes)
