@@ -86,6 +86,9 @@ func TestProbeFilePID(t *testing.T) {
 // TestSchedulerDropsFileWhenFull fills a real tmpfs while the scheduler runs: before the next
 // burst the file is dropped, probing pauses with a reason, and nothing is left.
 func TestSchedulerDropsFileWhenFull(t *testing.T) {
+	if testing.Short() {
+		t.Skip("mounts a tmpfs")
+	}
 	if os.Geteuid() != 0 {
 		t.Skip("mounting tmpfs needs root")
 	}
