@@ -94,6 +94,11 @@ type Advisor struct {
 	tracker *rules.Tracker
 	probe   *probes.Scheduler
 	waits   collector.WaitEvents
+	// probeWaiting says why the scheduler has not started although a directory is set (the
+	// WAL directory, which the probe must share a file system with, is not known yet).
+	probeWaiting string
+	// failures rate-limits the log of a target that cannot be read.
+	failures failureLog
 
 	mu    sync.RWMutex
 	state State
@@ -169,8 +174,11 @@ func (a *Advisor) startProbe(ctx context.Context, wg *sync.WaitGroup, s collecto
 	}
 	walDir := a.sampler.WALDirOf(s)
 	if walDir == "" {
-		return // the snapshot's parts say why; try again next time
+		// Try again next time; meanwhile the probe-disabled finding says why.
+		a.probeWaiting = "the WAL directory is unknown, so the probe cannot check that its directory is on the WAL's file system: " + walDirUnknownReason(s)
+		return
 	}
+	a.probeWaiting = ""
 	cfg := a.cfg.Probe
 	cfg.Probe.Dir = a.cfg.ProbeDir
 	cfg.Probe.WALDir = walDir
@@ -225,6 +233,18 @@ func (a *Advisor) Observe(s collector.Snapshot) {
 		probeOff = a.probeErr.Error()
 	}
 	a.mu.RUnlock()
+	switch {
+	case a.probe != nil:
+		// A refused directory is retried by the scheduler; while it is, the finding says why.
+		if err := a.probe.Refused(); err != nil {
+			probeOff = err.Error()
+		} else if a.probeErr == nil {
+			probeOff = ""
+		}
+	case a.probeErr == nil && a.cfg.ProbeDir != "":
+		probeOff = a.probeWaiting
+	}
+	a.failures.observe(a.logger, s)
 	in := rules.Input{History: a.history, Probe: report, ProbeDisabled: probeOff, Now: s.Time, Config: a.cfg.Thresholds}
 	outcomes := rules.Run(a.rules, in)
 	findings := a.tracker.Observe(in, outcomes)

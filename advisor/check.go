@@ -43,6 +43,17 @@ type CheckResult struct {
 	ProbeSkipped string `json:"probe_skipped,omitempty"`
 }
 
+// PostgresFailure returns the postgres part of the last snapshot when the server could not be
+// reached or read: the check then could not judge, whatever the findings say.
+func (r *CheckResult) PostgresFailure() (collector.Part, bool) {
+	for _, p := range r.Problems {
+		if p.Name == collector.PartPostgres {
+			return p, true
+		}
+	}
+	return collector.Part{}, false
+}
+
 // MaxSeverity is the highest severity among the findings (0 when none).
 func (r *CheckResult) MaxSeverity() rules.Severity {
 	return rules.MaxSeverity(r.Findings)

@@ -18,6 +18,12 @@ type PostgresSource interface {
 	SampleWaitEvents(ctx context.Context) error
 }
 
+// targetStatuser is a PostgresSource that classifies its last Collect (collector/postgres
+// does): the daemon's readiness and the exit status of check and collect follow it.
+type targetStatuser interface {
+	TargetStatus(err error) string
+}
+
 // KernelSource reads the kernel's dirty-page settings and state (collector/kernel).
 type KernelSource interface {
 	Collect(ctx context.Context) (*collector.Kernel, error)
@@ -55,7 +61,13 @@ func (s *Sampler) Sample(ctx context.Context) collector.Snapshot {
 		start := time.Now()
 		pg, err := s.Postgres.Collect(ctx)
 		snap.Postgres = pg
-		snap.Parts = append(snap.Parts, part(collector.PartPostgres, start, err))
+		p := part(collector.PartPostgres, start, err)
+		if ts, ok := s.Postgres.(targetStatuser); ok {
+			p.Status = ts.TargetStatus(err)
+		} else if err != nil {
+			p.Status = collector.TargetUnreachable
+		}
+		snap.Parts = append(snap.Parts, p)
 	}
 	if s.Kernel != nil {
 		start := time.Now()
@@ -96,6 +108,16 @@ func part(name string, start time.Time, err error) collector.Part {
 		p.Error = fmt.Sprint(err)
 	}
 	return p
+}
+
+// PostgresFailure returns the postgres part of snap when the server could not be reached or
+// read, and false when it was read (or the snapshot has no postgres part).
+func PostgresFailure(snap collector.Snapshot) (collector.Part, bool) {
+	p, ok := snap.Part(collector.PartPostgres)
+	if !ok || p.OK {
+		return collector.Part{}, false
+	}
+	return p, true
 }
 
 // Every takes a snapshot now and then every interval, count times (count <= 0: until ctx ends),

@@ -24,7 +24,21 @@ type Part struct {
 	DurationSeconds float64 `json:"duration_seconds"`
 	// Error says what failed and what to do about it; empty when OK.
 	Error string `json:"error,omitempty"`
+	// Status is, for the postgres part, whether the advisor could use the server: one of the
+	// Target* values; empty where the source does not say.
+	Status string `json:"status,omitempty"`
 }
+
+// What the postgres part's Status says about the target server.
+const (
+	TargetOK = "ok"
+	// TargetUnreachable: no connection, or the server did not answer within the query timeout.
+	TargetUnreachable = "unreachable"
+	// TargetUnauthenticated: the server refused the role (password, unknown role, pg_hba.conf).
+	TargetUnauthenticated = "unauthenticated"
+	// TargetMissingPrivileges: connected, but the role lacks pg_monitor's privileges.
+	TargetMissingPrivileges = "missing_privileges"
+)
 
 // Part returns the named part and whether it is present.
 func (s *Snapshot) Part(name string) (Part, bool) {

@@ -6,9 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"slices"
 	"time"
 	"unsafe"
@@ -51,20 +48,22 @@ func Run(ctx context.Context, cfg Config, progress func(done, total time.Duratio
 	if err != nil {
 		return nil, err
 	}
+	// Leftovers of a killed run go first: they would count against the free-space headroom.
+	_, _ = removeLeftovers(cfg.Dir) // checkDir says what is wrong with a directory it cannot list
 	if err := checkDir(cfg); err != nil {
 		return nil, err
 	}
 	started := time.Now()
-	path, err := createProbeFile(ctx, cfg.Dir)
+	file, err := createProbeFile(ctx, cfg.Dir)
 	if err != nil {
 		return nil, err
 	}
 	defer func() {
-		if rmErr := os.Remove(path); rmErr != nil && err == nil {
+		if rmErr := file.remove(); rmErr != nil && err == nil {
 			rep, err = nil, fmt.Errorf("remove probe file: %w", rmErr)
 		}
 	}()
-	m, err := newMeasurer(path, cfg, linuxCalls())
+	m, err := newMeasurer(file.path, cfg, linuxCalls())
 	if err != nil {
 		return nil, err
 	}
@@ -135,49 +134,6 @@ func fsType(dir string) (name string, volatile bool) {
 		return "zfs", false
 	}
 	return fmt.Sprintf("0x%x", s.Type), false
-}
-
-// createProbeFile creates the probe file in dir and fills it with random data, synced, so that
-// later writes overwrite allocated blocks (as PostgreSQL overwrites a zero-filled segment) and
-// a compressing or deduplicating file system cannot shrink them. On error nothing is left.
-func createProbeFile(ctx context.Context, dir string) (_ string, err error) {
-	path := filepath.Join(dir, fmt.Sprintf("%s%d-%08x", filePrefix, os.Getpid(), rand.Uint32()))
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return "", fmt.Errorf("create probe file: %w", err)
-	}
-	defer func() {
-		if cerr := f.Close(); cerr != nil && err == nil {
-			err = fmt.Errorf("close probe file: %w", cerr)
-		}
-		if err != nil {
-			_ = os.Remove(path)
-		}
-	}()
-	var seed [32]byte
-	if _, err := crand.Read(seed[:]); err != nil {
-		return "", fmt.Errorf("seed probe data: %w", err)
-	}
-	src := rand.NewChaCha8(seed)
-	buf := make([]byte, fillChunk)
-	for off := int64(0); off < FileBytes; off += fillChunk {
-		if err := ctx.Err(); err != nil {
-			return "", err
-		}
-		_, _ = src.Read(buf) // ChaCha8.Read never fails
-		if _, err := f.WriteAt(buf, off); err != nil {
-			if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
-				return "", fmt.Errorf("preallocate the %s probe file in %q: the file system is full (or the quota spent); free space or pick another directory on the WAL's file system: %w",
-					mb(FileBytes), dir, err)
-			}
-			return "", fmt.Errorf("preallocate probe file: %w", err)
-		}
-	}
-	// Synced now, so that the first measurements do not pay for flushing 16MB of dirty pages.
-	if err := f.Sync(); err != nil {
-		return "", fmt.Errorf("sync probe file: %w", err)
-	}
-	return path, nil
 }
 
 // sysCalls are the calls whose refusals the measurer handles, replaceable so that tests can

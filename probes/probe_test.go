@@ -322,9 +322,9 @@ func TestCreateProbeFileDiskFull(t *testing.T) {
 	// Smaller than one probe file: the free-space check would refuse first, so call the
 	// preallocation directly, as a disk filling up between the check and the write would.
 	dir := mountTmpfs(t, "size=8m")
-	path, err := createProbeFile(context.Background(), dir)
+	f, err := createProbeFile(context.Background(), dir)
 	if err == nil {
-		t.Fatalf("createProbeFile = %q, want ENOSPC", path)
+		t.Fatalf("createProbeFile = %q, want ENOSPC", f.path)
 	}
 	if !errors.Is(err, unix.ENOSPC) || !strings.Contains(err.Error(), "file system is full") {
 		t.Errorf("error %q: want a clear disk-full message wrapping ENOSPC", err)
@@ -334,11 +334,12 @@ func TestCreateProbeFileDiskFull(t *testing.T) {
 
 func TestCreateProbeFileIsRealData(t *testing.T) {
 	dir := t.TempDir()
-	path, err := createProbeFile(context.Background(), dir)
+	f, err := createProbeFile(context.Background(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer os.Remove(path)
+	defer f.remove()
+	path := f.path
 	var st unix.Stat_t
 	if err := unix.Stat(path, &st); err != nil {
 		t.Fatal(err)
@@ -362,11 +363,12 @@ func TestDirectIORefusedFallsBack(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			path, err := createProbeFile(context.Background(), dir)
+			file, err := createProbeFile(context.Background(), dir)
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer os.Remove(path)
+			defer file.remove()
+			path := file.path
 			direct := map[int]bool{}
 			sys := sysCalls{
 				open: func(p string, flags int, mode uint32) (int, error) {

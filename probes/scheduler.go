@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 )
 
 // Defaults of the continuous mode.
@@ -54,16 +55,24 @@ type Scheduler struct {
 	logger *zap.Logger
 
 	// Owned by Run's goroutine.
-	path    string
+	file    *probeFile
 	windows map[patternKey][]float64
 	started time.Time
 	wall    time.Duration
 	bursts  int
 
-	mu     sync.RWMutex
-	latest *Report
-	facts  DeviceFacts
+	mu      sync.RWMutex
+	latest  *Report
+	facts   DeviceFacts
+	refused error // why the directory is refused now; nil while probing works
 }
+
+// Back-off of a refused probe directory: an operator who frees space or fixes permissions
+// should not have to restart the daemon, and retrying every burst would flood the log.
+const (
+	refusedRetryFirst = time.Minute
+	refusedRetryMax   = 30 * time.Minute
+)
 
 type patternKey struct {
 	name          string
@@ -118,30 +127,74 @@ func (s *Scheduler) DutyCycle() float64 {
 }
 
 // Run probes a burst at once and then every Interval until ctx is cancelled, then removes the
-// probe file and returns nil. It returns an error only when the probe directory is refused at
-// the start; a burst that fails later is logged and retried at the next interval with a fresh
-// file.
+// probe file and returns nil. Probe files that a killed advisor left in the directory are
+// removed first. While the directory is refused (missing, not writable, short of free space
+// before a burst) probing pauses, Refused says why, and the directory is checked again after
+// a back-off of one minute doubling to 30 minutes; a burst that fails otherwise is logged and
+// retried at the next interval with a fresh file.
 func (s *Scheduler) Run(ctx context.Context) error {
-	if err := checkDir(s.cfg.Probe); err != nil {
-		return err
-	}
 	defer s.dropFile()
+	s.sweep()
 	tick := time.NewTicker(s.cfg.Interval)
 	defer tick.Stop()
+	backoff := refusedRetryFirst
 	for {
-		if err := s.burst(ctx); err != nil {
-			if ctx.Err() != nil {
+		wait := (<-chan time.Time)(tick.C)
+		err := s.burst(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err == nil:
+			backoff = refusedRetryFirst
+			s.setRefused(nil)
+		case isRefusal(err):
+			s.dropFile()
+			s.logger.Warn("probe directory refused; probing paused", zap.Error(err), zap.Duration("retry_in", backoff))
+			s.setRefused(err)
+			retry := time.NewTimer(backoff)
+			wait = retry.C
+			backoff = min(2*backoff, refusedRetryMax)
+			select {
+			case <-ctx.Done():
+				retry.Stop()
 				return nil
+			case <-wait:
 			}
+			continue
+		default:
 			s.logger.Warn("probe burst failed", zap.Error(err))
 			s.dropFile()
 		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-tick.C:
+		case <-wait:
 		}
 	}
+}
+
+// sweep removes leftovers of killed advisors, logging what it removed.
+func (s *Scheduler) sweep() {
+	removed, err := removeLeftovers(s.cfg.Probe.Dir)
+	for _, p := range removed {
+		s.logger.Info("removed a probe file left by a stopped advisor", zap.String("path", p))
+	}
+	if err != nil {
+		s.logger.Warn("remove probe leftovers", zap.Error(err))
+	}
+}
+
+// Refused returns why the probe directory is refused now, or nil while probing works.
+func (s *Scheduler) Refused() error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.refused
+}
+
+func (s *Scheduler) setRefused(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refused = err
 }
 
 // Latest returns the report over the current window, or nil before the first burst ends. The
@@ -177,7 +230,7 @@ func (s *Scheduler) burst(ctx context.Context) error {
 	if err := s.ensureFile(ctx); err != nil {
 		return err
 	}
-	m, err := newMeasurer(s.path, s.cfg.Probe, linuxCalls())
+	m, err := newMeasurer(s.file.path, s.cfg.Probe, linuxCalls())
 	if err != nil {
 		return err
 	}
@@ -222,35 +275,54 @@ func (s *Scheduler) burst(ctx context.Context) error {
 }
 
 // ensureFile creates the probe file unless it is still there; someone may have cleaned the
-// directory between bursts, and the free space is checked again before writing 16MB.
+// directory between bursts. Before every burst the free space is checked: with the file in
+// place, what is left must stay above the headroom, or the file is dropped (a file system
+// filling up needs the 16MB more than the advisor does); without it, checkDir wants room for
+// the file and the headroom.
 func (s *Scheduler) ensureFile(ctx context.Context) error {
-	if s.path != "" {
-		_, err := os.Stat(s.path)
-		if err == nil {
+	if s.file != nil {
+		_, err := os.Stat(s.file.path)
+		switch {
+		case err == nil:
+			free, err := freeBytes(s.cfg.Probe.Dir)
+			if err != nil {
+				return err
+			}
+			if free < s.cfg.Probe.MinFreeBytes {
+				s.dropFile()
+				return refuse("probe directory %q has %s free, below the %s the probe leaves free: its file was removed",
+					s.cfg.Probe.Dir, mb(free), mb(s.cfg.Probe.MinFreeBytes))
+			}
 			return nil
-		}
-		if !errors.Is(err, fs.ErrNotExist) {
+		case !errors.Is(err, fs.ErrNotExist):
 			return fmt.Errorf("stat probe file: %w", err)
 		}
-		s.path = ""
+		s.dropFile()
 	}
 	if err := checkDir(s.cfg.Probe); err != nil {
 		return err
 	}
-	p, err := createProbeFile(ctx, s.cfg.Probe.Dir)
+	f, err := createProbeFile(ctx, s.cfg.Probe.Dir)
 	if err != nil {
 		return err
 	}
-	s.path = p
+	s.file = f
 	return nil
 }
 
 func (s *Scheduler) dropFile() {
-	if s.path == "" {
+	if s.file == nil {
 		return
 	}
-	if err := os.Remove(s.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		s.logger.Warn("remove probe file", zap.String("path", s.path), zap.Error(err))
+	if err := s.file.remove(); err != nil {
+		s.logger.Warn("remove probe file", zap.String("path", s.file.path), zap.Error(err))
 	}
-	s.path = ""
+	s.file = nil
+}
+
+// isRefusal tells a directory the probe cannot use now (refused, or the file system full while
+// writing the file) from a burst that failed.
+func isRefusal(err error) bool {
+	var ce *ConfigError
+	return errors.As(err, &ce) || errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT)
 }

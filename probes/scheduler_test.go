@@ -127,8 +127,19 @@ func TestSchedulerRefusesDir(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	// A refused directory pauses probing and is retried later: Run keeps going, Refused says why.
+	for s.Refused() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
 	var ce *ConfigError
-	if err := s.Run(context.Background()); !errors.As(err, &ce) {
-		t.Errorf("Run = %v, want a ConfigError", err)
+	if err := s.Refused(); !errors.As(err, &ce) || !strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("Refused = %v, want a ConfigError naming the missing directory", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run = %v, want nil on cancellation", err)
 	}
 }

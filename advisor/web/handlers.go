@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,6 +23,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/pgwal-advisor/pgwal-advisor/advisor"
+	"github.com/pgwal-advisor/pgwal-advisor/collector"
 	"github.com/pgwal-advisor/pgwal-advisor/rules"
 )
 
@@ -170,6 +172,9 @@ type ErrorResponse struct {
 type StatusResponse struct {
 	Status string `json:"status"`
 	Reason string `json:"reason,omitempty"`
+	// Target is, on /readyz, whether PostgreSQL could be used at the latest snapshot: ok,
+	// unreachable, unauthenticated or missing_privileges.
+	Target string `json:"target,omitempty"`
 }
 
 // ready returns the state, or answers 503 before the first snapshot: "no findings yet" must not
@@ -238,7 +243,12 @@ func (a api) readyz(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, StatusResponse{Status: "not ready", Reason: notReadyReason})
 		return
 	}
-	writeJSON(w, http.StatusOK, StatusResponse{Status: "ready"})
+	// Findings judged without the server's statistics would read as "all clear": not ready.
+	if target, reason := a.src.State().Target(); target != collector.TargetOK && target != "" {
+		writeJSON(w, http.StatusServiceUnavailable, StatusResponse{Status: "not ready", Target: target, Reason: reason})
+		return
+	}
+	writeJSON(w, http.StatusOK, StatusResponse{Status: "ready", Target: collector.TargetOK})
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
@@ -271,9 +281,14 @@ func (a api) landing(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, fmt.Sprintf("render findings: %v", err))
 		return
 	}
+	description := "PostgreSQL WAL and write-back settings advisor"
+	if target, _ := st.Target(); target != collector.TargetOK && target != "" {
+		// The toolkit does not escape; the status is one of four constants, escaped anyway.
+		description = html.EscapeString("PostgreSQL " + strings.ReplaceAll(target, "_", " ") + ": the findings below are not a judgement of the server")
+	}
 	page, err := toolkit.NewLandingPage(toolkit.LandingConfig{
 		Name:        "pgwal-advisor",
-		Description: "PostgreSQL WAL and write-back settings advisor",
+		Description: description,
 		// The toolkit's template does not escape; the version comes from the build, but
 		// escaping costs nothing.
 		Version: html.EscapeString(a.version),
@@ -282,7 +297,7 @@ func (a api) landing(w http.ResponseWriter, r *http.Request) {
 			{Address: "api/v1/findings", Text: "Findings", Description: "current findings with their evidence (JSON)"},
 			{Address: "api/v1/recommendations", Text: "Recommendations", Description: "recommended changes (JSON)"},
 			{Address: "api/v1/snapshot", Text: "Snapshot", Description: "the latest raw snapshot (JSON)"},
-			{Address: "readyz", Text: "Readiness", Description: "ready once the first snapshot is taken"},
+			{Address: "readyz", Text: "Readiness", Description: "ready once a snapshot has read PostgreSQL with the privileges the advisor needs"},
 			{Address: "healthz", Text: "Health", Description: "the process serves"},
 		},
 		ExtraHTML: extra.String(),
@@ -303,18 +318,23 @@ type landingRow struct {
 }
 
 type landingView struct {
-	Ready         bool
-	Evaluated     string
-	Rows          []landingRow
-	Recs          []landingRec
-	NotEnoughData []landingNote
-	Probe         ProbeStatus
+	Ready bool
+	// Target and TargetReason say, unless PostgreSQL could be used, what is wrong.
+	Target, TargetReason string
+	Evaluated            string
+	Rows                 []landingRow
+	Recs                 []landingRec
+	NotEnoughData        []landingNote
+	Probe                ProbeStatus
 }
 
 type landingNote struct{ Rule, DocsURL, Reason string }
 
 func landingData(st advisor.State) landingView {
 	v := landingView{Ready: st.Snapshot != nil, Probe: probeStatus(st)}
+	if target, reason := st.Target(); target != collector.TargetOK {
+		v.Target, v.TargetReason = target, reason
+	}
 	if !st.Evaluated.IsZero() {
 		v.Evaluated = st.Evaluated.UTC().Format(time.RFC3339)
 	}
@@ -334,6 +354,9 @@ func landingData(st advisor.State) landingView {
 // findingsTemplate is the landing page's findings section; html/template escapes every field by
 // its context (text, attribute, URL).
 const findingsTemplate = `
+      {{- if .Target}}
+      <p class="target-down">PostgreSQL {{.Target}}: {{.TargetReason}}. Until this is fixed the findings below do not judge the server.</p>
+      {{- end}}
       <h2>Findings</h2>
       {{- if not .Ready}}
       <p>No snapshot yet: the first collection has not finished.</p>
@@ -355,6 +378,8 @@ const findingsTemplate = `
         {{- end}}
         </tbody>
       </table>
+      {{- else if .Target}}
+      <p>No findings, but PostgreSQL is {{.Target}}: nothing could be judged.</p>
       {{- else}}
       <p>No findings: nothing to change.</p>
       {{- end}}
@@ -374,6 +399,7 @@ const findingsTemplate = `
 `
 
 const landingCSS = `
+p.target-down { background-color: #fde8e8; border: 2px solid #b00020; padding: 0.6rem; font-weight: bold; }
 table.findings { border-collapse: collapse; margin-bottom: 1rem; }
 table.findings th, table.findings td { border: 1px solid #ccc; padding: 0.3rem 0.6rem; text-align: left; vertical-align: top; }
 table.findings th { background-color: #f4f4f4; }

@@ -23,7 +23,8 @@ wait events every --wait-events.interval), runs the sync probe in --probe.dir fo
 with their evidence and recommendations.
 
 Exit status: 0 when nothing (or only info) was found, 1 for a warning, 2 for a critical
-finding, 3 when the check could not run, 64 for a usage error.
+finding, 3 when the check could not run (PostgreSQL unreachable, the role refused or the server not
+answering within --query-timeout: the reason goes to stderr), 64 for a usage error.
 
 JSON contract (--format json): .findings[] with .rule, .severity, .setting, .current,
 .recommended, .action, .summary, .evidence[] (.name, .value, .unit), .expected_effect; and
@@ -51,6 +52,9 @@ JSON contract (--format json): .findings[] with .rule, .severity, .setting, .cur
 			}
 			if err != nil {
 				return fmt.Errorf("write findings: %w", err)
+			}
+			if p, failed := res.PostgresFailure(); failed {
+				return &cli.ExitCodeError{Code: cli.ExitFailure, Err: fmt.Errorf("could not read PostgreSQL (%s): %s", p.Status, p.Error)}
 			}
 			switch res.MaxSeverity() {
 			case rules.Critical:

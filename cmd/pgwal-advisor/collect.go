@@ -23,7 +23,9 @@ func newCollectCmd(g *cli.Globals) *cobra.Command {
 		Short: "Collect one snapshot (or several, with rates between them) and print it",
 		Long: `collect reads PostgreSQL's WAL and checkpoint statistics and settings, the kernel's dirty-page
 settings and state, and the WAL directory's storage, and prints what it found. A part that cannot
-be read is reported with the reason; the rest is still printed.
+be read is reported with the reason; the rest is still printed. When PostgreSQL cannot be reached,
+authenticated or does not answer within --query-timeout, the reason also goes to stderr and the
+exit status is 3.
 
 With --interval it takes a snapshot every interval (--count of them, 0 for until interrupted)
 and prints, from the second on, the rates between consecutive snapshots.
@@ -52,8 +54,15 @@ JSON paths other tools rely on: .postgres.version_num, .postgres.settings.<name>
 			if count == 1 {
 				enc.SetIndent("", "  ")
 			}
-			var prev *collector.Snapshot
-			return s.Every(cmd.Context(), interval, waitInterval, count, func(snap collector.Snapshot) error {
+			var (
+				prev     *collector.Snapshot
+				failures int
+				lastFail collector.Part
+			)
+			err := s.Every(cmd.Context(), interval, waitInterval, count, func(snap collector.Snapshot) error {
+				if p, failed := advisor.PostgresFailure(snap); failed {
+					failures, lastFail = failures+1, p
+				}
 				var rates *advisor.Rates
 				if prev != nil {
 					r := advisor.RatesBetween(*prev, snap)
@@ -71,6 +80,10 @@ JSON paths other tools rely on: .postgres.version_num, .postgres.settings.<name>
 				}
 				return advisor.WriteSnapshotTable(out, snap)
 			})
+			if err != nil || failures == 0 {
+				return err
+			}
+			return &cli.ExitCodeError{Code: cli.ExitFailure, Err: fmt.Errorf("could not read PostgreSQL in %d snapshot(s) (%s): %s", failures, lastFail.Status, lastFail.Error)}
 		},
 	}
 	f := cmd.Flags()

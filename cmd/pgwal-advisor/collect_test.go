@@ -130,8 +130,13 @@ func TestCollectJSONContract(t *testing.T) {
 
 func TestCollectServerDown(t *testing.T) {
 	out, stderr, code := runCLI(t, "collect", "--dsn", "host=127.0.0.1 port=1 user=x password=sekrit connect_timeout=2", "--format", "json")
-	if code != 0 {
-		t.Fatalf("collect with the server down exited %d (want 0: the other parts are still collected): %s", code, stderr)
+	// Exit 3 says collect could not do its job; the JSON of the parts it could read is still
+	// printed, and stderr says why.
+	if code != cli.ExitFailure {
+		t.Fatalf("collect with the server down exited %d, want %d: %s", code, cli.ExitFailure, stderr)
+	}
+	if !strings.Contains(stderr, "could not read PostgreSQL") || !strings.Contains(stderr, "unreachable") {
+		t.Errorf("stderr %q: want the reason, with the target status", stderr)
 	}
 	if strings.Contains(out+stderr, "sekrit") {
 		t.Errorf("the password leaked into the output")
@@ -150,6 +155,11 @@ func TestCollectServerDown(t *testing.T) {
 	}
 	if pgErr == "" {
 		t.Errorf("the postgres part carries no error: %v", parts)
+	}
+	for _, p := range parts {
+		if m := p.(map[string]any); m["name"] == "postgres" && m["status"] != "unreachable" {
+			t.Errorf("postgres part status %v, want unreachable", m["status"])
+		}
 	}
 	if _, ok := doc["kernel"]; !ok {
 		t.Errorf("the kernel part is missing though only PostgreSQL is down")

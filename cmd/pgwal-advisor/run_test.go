@@ -148,7 +148,11 @@ func TestRunServesWithoutSecretsAndStopsCleanly(t *testing.T) {
 	d := startRun(t, "--dsn", closedPortDSN(t), "--interval", "200ms", "--wal-dir", walDir,
 		"--probe.dir", probeDir, "--probe.burst", "200ms", "--probe.interval", "1m")
 
-	waitFor(t, 10*time.Second, "readiness", func() bool { code, _ := d.get(t, "/readyz"); return code == http.StatusOK })
+	// With the server down the daemon serves, but is not ready: it names the target status.
+	waitFor(t, 10*time.Second, "a first snapshot", func() bool {
+		code, body := d.get(t, "/readyz")
+		return code == http.StatusServiceUnavailable && targetIs(body, "unreachable")
+	})
 	// The probe starts once the WAL directory is known (--wal-dir here) and keeps its file
 	// between bursts.
 	waitFor(t, 15*time.Second, "the probe's first burst", func() bool {

@@ -317,6 +317,11 @@ func (c *Cluster) DSN() string {
 	return fmt.Sprintf("host=%s port=%d user=postgres dbname=postgres sslmode=disable", c.sockDir, c.port)
 }
 
+// URL is the cluster's connection string in URL form, for tests of that DSN form.
+func (c *Cluster) URL() string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", c.port)
+}
+
 // Port is the TCP port the cluster listens on (127.0.0.1).
 func (c *Cluster) Port() int { return c.port }
 

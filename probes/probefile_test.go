@@ -1,0 +1,134 @@
+package probes
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+	"golang.org/x/sys/unix"
+)
+
+// deadPID returns the PID of a process that has exited and been reaped.
+func deadPID(t *testing.T) int {
+	t.Helper()
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Skipf("cannot run true: %v", err)
+	}
+	return cmd.Process.Pid
+}
+
+func TestRemoveLeftovers(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	dead := write(filePrefix + strconv.Itoa(deadPID(t)) + "-0000abcd")
+	// Our own PID and young: a process that has just created its file and not yet locked it.
+	young := write(filePrefix + strconv.Itoa(os.Getpid()) + "-0000abce")
+	other := write(filePrefix + "notapid-0000abcd")
+	foreign := write("unrelated-file")
+	live, err := createProbeFile(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.remove()
+	// A live file whose PID looks dead is still kept: the lock is what counts.
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(live.path, old, old); err != nil {
+		t.Fatal(err)
+	}
+
+	removed, err := removeLeftovers(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(removed) != 1 || removed[0] != dead {
+		t.Errorf("removed %v, want only %s", removed, dead)
+	}
+	for _, p := range []string{young, other, foreign, live.path} {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("%s: %v, want it kept", p, err)
+		}
+	}
+}
+
+func TestProbeFilePID(t *testing.T) {
+	tests := []struct {
+		name string
+		pid  int
+		ok   bool
+	}{
+		{filePrefix + "123-0badf00d", 123, true},
+		{filePrefix + "123-0badf00", 0, false},
+		{filePrefix + "123-0badf00g", 0, false},
+		{filePrefix + "-0badf00d", 0, false},
+		{filePrefix + "0-0badf00d", 0, false},
+		{"x" + filePrefix + "123-0badf00d", 0, false},
+	}
+	for _, tt := range tests {
+		pid, ok := probeFilePID(tt.name)
+		if pid != tt.pid || ok != tt.ok {
+			t.Errorf("probeFilePID(%q) = %d, %v; want %d, %v", tt.name, pid, ok, tt.pid, tt.ok)
+		}
+	}
+}
+
+// TestSchedulerDropsFileWhenFull fills a real tmpfs while the scheduler runs: before the next
+// burst the file is dropped, probing pauses with a reason, and nothing is left.
+func TestSchedulerDropsFileWhenFull(t *testing.T) {
+	if testing.Short() {
+		t.Skip("mounts a tmpfs")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("mounting tmpfs needs root")
+	}
+	dir := mountTmpfs(t, "size=96m")
+	s, err := NewScheduler(SchedulerConfig{
+		Probe:    Config{Dir: dir, MinFreeBytes: 32 << 20},
+		Burst:    MinDuration,
+		Interval: MinDuration + 200*time.Millisecond,
+	}, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	for s.Latest() == nil {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := len(probeFiles(t, dir)); n != 1 {
+		t.Errorf("%d probe files while probing, want 1", n)
+	}
+	// Fill the file system to a few MB free: below the headroom with the file in place.
+	fill := filepath.Join(dir, "filler")
+	f, err := os.Create(fill)
+	if err != nil {
+		t.Fatal(err)
+	}
+	free, _ := freeBytes(dir)
+	if err := unix.Fallocate(int(f.Fd()), 0, 0, free-(4<<20)); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	for s.Refused() == nil {
+		time.Sleep(20 * time.Millisecond)
+	}
+	assertNoProbeFile(t, dir)
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run = %v", err)
+	}
+	assertNoProbeFile(t, dir)
+	os.Remove(fill)
+}
