@@ -17,7 +17,7 @@ deps:
 
 # test is the whole suite: formatting, vet, Go tests (unit and integration against real
 # throwaway PostgreSQL clusters and the simulated disk) and the alert rules' promtool tests.
-test: deps lint test-go
+test: deps lint test-go test-versions
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -25,7 +25,14 @@ lint:
 	$(GO) vet ./...
 
 test-go:
-	$(GO) test -count=1 -timeout 20m ./...
+	$(GO) test -count=1 -timeout 20m $$($(GO) list ./... | grep -v '/internal/lab/versions$$')
+
+# test-versions is the version matrix (docs/versions.md): collect, check, apply and rollback
+# against a throwaway cluster of each PostgreSQL major version from 14 to 18, all at once (about
+# two minutes). make deps fetches the versions Debian does not ship.
+.PHONY: test-versions
+test-versions:
+	$(GO) test -count=1 -parallel 5 -timeout 15m -run '^TestVersions$$' ./internal/lab/versions/
 
 # demo is the README's main job: a throwaway cluster on the simulated slow disk, seed 001's
 # workload, and the advisor finding and fixing the problem.
