@@ -58,5 +58,12 @@ bench: deps build
 bench-quick: deps build
 	$(BIN) bench --quick
 
+# package builds dist/pgwal-advisor_<version>_amd64.deb (deploy/package): the binary, the systemd
+# unit, /etc/default/pgwal-advisor as a conffile, the pgwal-advisor system user (postinst) and
+# /var/lib/pgwal-advisor/probe. nfpm comes from the Go module proxy at a pinned version.
+.PHONY: package
+package:
+	@VERSION=$(VERSION) GO=$(GO) scripts/package.sh dist
+
 clean:
-	rm -rf bin
+	rm -rf bin dist
