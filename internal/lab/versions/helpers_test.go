@@ -3,6 +3,10 @@ package versions
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -209,4 +213,51 @@ func (w *waitNames) names() []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// checkFixtures compares the columns of the collector's test fixtures for this version
+// (collector/postgres/testdata/pg<major>, most of them written from the documentation) with the
+// columns the server's views really have, so that the parser tests run on rows a server of that
+// version could return.
+func checkFixtures(t *testing.T, c *lab.Cluster, major int) {
+	files, _ := filepath.Glob(filepath.Join("..", "..", "..", "collector", "postgres", "testdata", fmt.Sprintf("pg%d", major), "*.json"))
+	if len(files) == 0 {
+		t.Fatalf("no collector fixtures for PostgreSQL %d", major)
+	}
+	ctx := context.Background()
+	conn, err := c.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, f := range files {
+		view := strings.TrimSuffix(filepath.Base(f), ".json")
+		q := fmt.Sprintf("SELECT to_jsonb(v) FROM %s v LIMIT 1", view)
+		if view == "pg_stat_io_wal" {
+			q = "SELECT to_jsonb(v) FROM pg_stat_io v WHERE v.object = 'wal' LIMIT 1"
+		}
+		var live map[string]any
+		if err := conn.QueryRow(ctx, q).Scan(&live); err != nil {
+			t.Errorf("%s: %v", q, err)
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rows []map[string]any
+		if json.Unmarshal(b, &rows) != nil {
+			var row map[string]any
+			if err := json.Unmarshal(b, &row); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			rows = []map[string]any{row}
+		}
+		want := slices.Sorted(maps.Keys(live))
+		for i, row := range rows {
+			if got := slices.Sorted(maps.Keys(row)); !slices.Equal(got, want) {
+				t.Errorf("fixture %s (row %d) has the columns %v; PostgreSQL %d's %s has %v", f, i, got, major, view, want)
+			}
+		}
+	}
 }

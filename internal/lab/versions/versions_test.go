@@ -183,6 +183,8 @@ func testSeed001(t *testing.T, bin, binDir string, major int) {
 	s := startSeed001(t, binDir, major)
 	dsn := []string{"--dsn", s.c.DSN()}
 
+	t.Run("collector_fixtures_match_server", func(t *testing.T) { checkFixtures(t, s.c, major) })
+
 	// A few snapshots a second apart: the wait events are sampled between them.
 	var snaps []map[string]any
 	t.Run("collect_rates_under_load", func(t *testing.T) {
