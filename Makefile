@@ -22,7 +22,7 @@ deps:
 
 # test is the whole suite: formatting, vet, Go tests (unit and integration against real
 # throwaway PostgreSQL clusters and the simulated disk) and the alert rules' promtool tests.
-test: deps lint test-go
+test: deps lint test-go test-versions
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -30,7 +30,14 @@ lint:
 	$(GO) vet ./...
 
 test-go:
-	$(GO) test -count=1 -timeout 20m ./...
+	$(GO) test -count=1 -timeout 20m $$($(GO) list ./... | grep -v '/internal/lab/versions$$')
+
+# test-versions is the version matrix (docs/versions.md): collect, check, apply and rollback
+# against a throwaway cluster of each PostgreSQL major version from 14 to 18, all at once (about
+# two minutes). make deps fetches the versions Debian does not ship.
+.PHONY: test-versions
+test-versions:
+	$(GO) test -count=1 -parallel 5 -timeout 15m -run '^TestVersions$$' ./internal/lab/versions/
 
 # fuzz runs every fuzz target (go test -fuzz) for FUZZTIME each, one at a time on one worker:
 # `make test` replays only their seed corpora and the findings kept in testdata/fuzz/.
@@ -76,5 +83,12 @@ bench: deps build
 bench-quick: deps build
 	$(LAB) bench --quick
 
+# package builds dist/pgwal-advisor_<version>_amd64.deb (deploy/package): the binary, the systemd
+# unit, /etc/default/pgwal-advisor as a conffile, the pgwal-advisor system user (postinst) and
+# /var/lib/pgwal-advisor/probe. nfpm comes from the Go module proxy at a pinned version.
+.PHONY: package
+package:
+	@VERSION=$(VERSION) GO=$(GO) scripts/package.sh dist
+
 clean:
-	rm -rf bin
+	rm -rf bin dist

