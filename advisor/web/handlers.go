@@ -73,7 +73,7 @@ func NewHandler(src StateSource, opts HandlerOptions) (http.Handler, error) {
 		ErrorHandling: promhttp.ContinueOnError,
 	}))
 
-	tmpl, err := template.New("findings").Parse(findingsTemplate)
+	tmpl, err := template.New("findings").Parse(findingsTemplate + evidenceTemplate)
 	if err != nil {
 		return nil, fmt.Errorf("parse the landing page's findings template: %w", err)
 	}
@@ -83,6 +83,7 @@ func NewHandler(src StateSource, opts HandlerOptions) (http.Handler, error) {
 	mux.Handle("/api/v1/findings", readOnly(http.HandlerFunc(a.findings)))
 	mux.Handle("/api/v1/recommendations", readOnly(http.HandlerFunc(a.recommendations)))
 	mux.Handle("/api/v1/snapshot", readOnly(http.HandlerFunc(a.snapshot)))
+	mux.Handle("/api/v1/charts", readOnly(http.HandlerFunc(a.charts)))
 	mux.Handle("/healthz", readOnly(http.HandlerFunc(a.healthz)))
 	mux.Handle("/readyz", readOnly(http.HandlerFunc(a.readyz)))
 	mux.Handle("/{$}", readOnly(http.HandlerFunc(a.landing)))
@@ -307,6 +308,7 @@ func (a api) landing(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, fmt.Sprintf("render findings: %v", err))
 		return
 	}
+	extra.WriteString(chartsHTML(chartsOf(st)))
 	page, err := toolkit.NewLandingPage(toolkit.LandingConfig{
 		Name:        "pgwal-advisor",
 		Description: "PostgreSQL WAL and write-back settings advisor",
@@ -318,11 +320,12 @@ func (a api) landing(w http.ResponseWriter, r *http.Request) {
 			{Address: "api/v1/findings", Text: "Findings", Description: "current findings with their evidence (JSON)"},
 			{Address: "api/v1/recommendations", Text: "Recommendations", Description: "recommended changes (JSON)"},
 			{Address: "api/v1/snapshot", Text: "Snapshot", Description: "the latest raw snapshot (JSON)"},
+			{Address: "api/v1/charts", Text: "Charts", Description: "the series the charts below draw (JSON)"},
 			{Address: "readyz", Text: "Readiness", Description: "ready once the first snapshot is taken"},
 			{Address: "healthz", Text: "Health", Description: "the process serves"},
 		},
 		ExtraHTML: extra.String(),
-		ExtraCSS:  landingCSS,
+		ExtraCSS:  landingCSS + chartsCSS,
 		// No /debug/pprof is served: do not link to it.
 		Profiling: "false",
 	})
@@ -336,6 +339,9 @@ func (a api) landing(w http.ResponseWriter, r *http.Request) {
 // landingRow is one finding in the landing page's table.
 type landingRow struct {
 	Rule, DocsURL, Severity, Setting, Current, Recommended, Action, Summary string
+
+	// Evidence links the row to the chart that shows what the rule saw.
+	Evidence landingEvidence
 }
 
 type landingView struct {
@@ -357,6 +363,7 @@ func landingData(st advisor.State) landingView {
 		v.Rows = append(v.Rows, landingRow{
 			Rule: f.Rule, DocsURL: RuleDocURL(f.Rule), Severity: f.Severity.String(), Setting: f.Setting,
 			Current: f.Current, Recommended: f.Recommended, Action: string(f.Action), Summary: f.Summary,
+			Evidence: evidenceOf(f),
 		})
 	}
 	for _, rule := range slices.Sorted(maps.Keys(st.NotEnoughData)) {
@@ -375,7 +382,7 @@ const findingsTemplate = `
       <p>Evaluated {{.Evaluated}}.</p>
       {{- if .Rows}}
       <table class="findings">
-        <thead><tr><th>rule</th><th>severity</th><th>setting</th><th>current &rarr; recommended</th><th>action</th><th>summary</th></tr></thead>
+        <thead><tr><th>rule</th><th>severity</th><th>setting</th><th>current &rarr; recommended</th><th>action</th><th>summary</th><th>evidence</th></tr></thead>
         <tbody>
         {{- range .Rows}}
           <tr class="severity-{{.Severity}}">
@@ -385,6 +392,7 @@ const findingsTemplate = `
             <td>{{if .Recommended}}{{.Current}} &rarr; {{.Recommended}}{{else}}{{.Current}}{{end}}</td>
             <td>{{.Action}}</td>
             <td>{{.Summary}}</td>
+            <td>{{template "evidence" .Evidence}}</td>
           </tr>
         {{- end}}
         </tbody>
