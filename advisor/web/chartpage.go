@@ -17,11 +17,12 @@ func chartsHTML(c Charts) string {
 	if c.WindowSeconds > 0 {
 		fmt.Fprintf(&b, `<p>Over the last %s of history (times in UTC).</p>`, html.EscapeString(formatWindow(c.WindowSeconds)))
 	}
+	b.WriteString(`<div class="chart-grid">`)
 	figure(&b, anchorSync, "Sync latency per wal_sync_method and write pattern (mean, 95% interval)", syncLatencySVG(c.SyncLatency), c.SyncLatency.Missing)
 	figure(&b, anchorWAL, "WAL written per second, and the share of WAL writes forced by full WAL buffers", walSVG(c), missingIf(len(c.WAL) == 0, "not enough history yet: WAL rates need two snapshots"))
 	figure(&b, anchorDirty, "Dirty and Writeback memory against the kernel's writeback thresholds", dirtySVG(c), missingIf(len(c.Dirty) == 0, "no kernel readings yet"))
 	figure(&b, anchorCheckpoints, "Checkpoints started (timed, requested) and their sync time", checkpointsSVG(c), missingIf(len(c.Checkpoints) == 0, "no checkpoint in the history window"))
-	b.WriteString(`</section>`)
+	b.WriteString(`</div></section>`)
 	return b.String()
 }
 
@@ -50,7 +51,7 @@ func formatWindow(secs float64) string {
 // Rows of the sync latency chart.
 const (
 	syncRowHeight = 26.0
-	syncLabelW    = 190.0
+	syncLabelW    = 160.0
 )
 
 // syncLatencySVG draws one horizontal bar per method and pattern: the bar to the mean, a whisker
@@ -65,20 +66,20 @@ func syncLatencySVG(c SyncLatencyChart) string {
 	}
 	ticks, top := niceTicks(top)
 	height := marginTop + syncRowHeight*float64(len(c.Bars)) + marginBelow
-	plot := chartWidth - syncLabelW - marginRight - 60 // room for the value label
+	plot := chartWidth - syncLabelW - marginRight - 95 // room for the value label
 	x := func(v float64) float64 { return syncLabelW + plot*v/top }
 	var b strings.Builder
 	svgOpen(&b, "sync_latency", "sync latency per method, in use: "+c.MethodInUse, height)
 	for _, t := range ticks {
 		fmt.Fprintf(&b, `<line class="grid" x1="%s" y1="%s" x2="%s" y2="%s" stroke="#ddd"/>`, num(x(t)), num(marginTop), num(x(t)), num(height-marginBelow))
-		fmt.Fprintf(&b, `<text x="%s" y="%s" text-anchor="middle" font-size="12" fill="#333">%s</text>`, num(x(t)), num(height-8), formatSeconds(t))
+		fmt.Fprintf(&b, `<text x="%s" y="%s" text-anchor="middle" font-size="12" fill="#333">%s</text>`, num(x(t)), num(height-8), tickLabel(formatSeconds, t))
 	}
 	for i, bar := range c.Bars {
 		y := marginTop + syncRowHeight*float64(i)
 		mid := y + syncRowHeight/2
-		color, weight, label := colorBlue, "normal", syncBarLabel(bar)
+		color, weight, label, value := colorBlue, "normal", syncBarLabel(bar), formatSeconds(bar.MeanSeconds)
 		if bar.InUse {
-			color, weight, label = colorOrange, "bold", "▶ "+label+" (in use)"
+			color, weight, label, value = colorOrange, "bold", "▶ "+label, value+" · in use"
 		}
 		fmt.Fprintf(&b, `<g class="bar" data-method="%s" data-writes-per-sync="%d" data-direct-io="%t" data-in-use="%t" data-samples="%d" data-mean-seconds="%s" data-ci-low-seconds="%s" data-ci-high-seconds="%s">`,
 			html.EscapeString(bar.Method), bar.WritesPerSync, bar.DirectIO, bar.InUse, bar.Samples, num(bar.MeanSeconds), num(bar.CILowSeconds), num(bar.CIHighSeconds))
@@ -89,7 +90,7 @@ func syncLatencySVG(c SyncLatencyChart) string {
 		lo, hi := x(bar.CILowSeconds), x(bar.CIHighSeconds)
 		fmt.Fprintf(&b, `<path class="interval" d="M%s %sH%s M%s %sV%s M%s %sV%s" stroke="#222" stroke-width="1.5" fill="none"/>`,
 			num(lo), num(mid), num(hi), num(lo), num(mid-5), num(mid+5), num(hi), num(mid-5), num(mid+5))
-		fmt.Fprintf(&b, `<text x="%s" y="%s" font-size="12" fill="#222">%s</text>`, num(hi+6), num(mid+4), formatSeconds(bar.MeanSeconds))
+		fmt.Fprintf(&b, `<text x="%s" y="%s" font-size="12" font-weight="%s" fill="#222">%s</text>`, num(hi+6), num(mid+4), weight, value)
 		b.WriteString(`</g>`)
 	}
 	b.WriteString(`</svg>`)
@@ -116,7 +117,7 @@ func walSVG(c Charts) string {
 	}
 	from, to := window(c)
 	top := timeChart{kind: "wal_bytes", from: from, to: to, times: times, series: []series{rate}, format: formatBytesPerSecond}
-	bottom := timeChart{kind: "wal_buffers_full", from: from, to: to, times: times, series: []series{share}, format: formatShare, minTop: 1}
+	bottom := timeChart{kind: "wal_buffers_full", from: from, to: to, times: times, series: []series{share}, format: formatShare, minTop: 1, height: 150}
 	return top.svg() + bottom.svg() + legend(rate, share)
 }
 
@@ -183,13 +184,14 @@ func window(c Charts) (time.Time, time.Time) {
 // chartsCSS styles the charts and turns the findings table into cards on a narrow screen, so
 // that nothing scrolls sideways at 420 pixels.
 const chartsCSS = `
-section.charts figure { margin: 0 0 1.5rem 0; max-width: 60rem; }
+section.charts .chart-grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(min(100%, 30rem), 1fr)); gap: 1.5rem 2rem; }
+section.charts figure { margin: 0; min-width: 0; }
 section.charts figcaption { font-weight: bold; margin-bottom: 0.3rem; }
 section.charts svg.chart { display: block; height: auto; max-width: 100%; }
 ul.legend { list-style: none; padding: 0; margin: 0.3rem 0 0 0; display: flex; flex-wrap: wrap; gap: 0.3rem 1rem; font-size: 0.9rem; }
 ul.legend .swatch { display: inline-block; width: 1.5rem; margin-right: 0.4rem; vertical-align: middle; }
 p.chart-missing { color: #666; font-style: italic; }
-main { overflow-wrap: anywhere; }
+main { overflow-wrap: break-word; }
 table.findings td ul.evidence { margin: 0; padding-left: 1rem; }
 @media (max-width: 700px) {
   table.findings, table.findings tbody, table.findings tr, table.findings td { display: block; width: auto; }

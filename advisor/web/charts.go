@@ -216,3 +216,10 @@ func sortBars(bars []SyncBar) {
 		return 0
 	})
 }
+
+// noIcon answers a browser's request for /favicon.ico with no content: without it every visit
+// to the landing page logs a failed request (a 404) in the browser's console.
+func noIcon(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Cache-Control", "max-age=86400")
+	w.WriteHeader(http.StatusNoContent)
+}

@@ -195,3 +195,22 @@ func TestNumMatchesJSON(t *testing.T) {
 		}
 	}
 }
+
+func TestTickLabel(t *testing.T) {
+	for _, c := range []struct {
+		format func(float64) string
+		v      float64
+		want   string
+	}{
+		{formatSeconds, 2e-3, "2 ms"},
+		{formatSeconds, 2.5e-3, "2.5 ms"},
+		{formatSeconds, 0, "0"},
+		{formatShare, 0.5, "50%"},
+		{formatBytes, 1.5 * 1024 * 1024, "1.5 MB"},
+		{formatBytesPerSecond, 20 * 1024, "20 kB/s"},
+	} {
+		if got := tickLabel(c.format, c.v); got != c.want {
+			t.Errorf("tickLabel(%v) = %q, want %q", c.v, got, c.want)
+		}
+	}
+}

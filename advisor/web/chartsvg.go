@@ -20,7 +20,7 @@ import (
 
 // Drawing area of every chart, in viewBox units.
 const (
-	chartWidth  = 600.0
+	chartWidth  = 480.0
 	chartHeight = 220.0
 	marginLeft  = 70.0
 	marginRight = 14.0
@@ -54,6 +54,8 @@ type timeChart struct {
 	format   func(float64) string
 	// minTop is the lowest top of the y axis (a ratio chart always reaches 100%).
 	minTop float64
+	// height is the chart's height in viewBox units (0: chartHeight).
+	height float64
 }
 
 // svgOpen starts an SVG that scales to its container's width.
@@ -89,7 +91,7 @@ func axes(b *strings.Builder, ys yScale, xs xScale, ticks []float64, format func
 	for _, t := range ticks {
 		y := ys.y(t)
 		fmt.Fprintf(b, `<line class="grid" x1="%s" y1="%s" x2="%s" y2="%s" stroke="#ddd"/>`, num(marginLeft), num(y), num(right), num(y))
-		fmt.Fprintf(b, `<text x="%s" y="%s" text-anchor="end" font-size="12" fill="#333">%s</text>`, num(marginLeft-6), num(y+4), html.EscapeString(format(t)))
+		fmt.Fprintf(b, `<text x="%s" y="%s" text-anchor="end" font-size="12" fill="#333">%s</text>`, num(marginLeft-6), num(y+4), html.EscapeString(tickLabel(format, t)))
 	}
 	base := ys.y(0)
 	fmt.Fprintf(b, `<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="#333"/>`, num(marginLeft), num(base), num(right), num(base))
@@ -111,12 +113,16 @@ func (c timeChart) svg() string {
 		}
 	}
 	ticks, top := niceTicks(top)
-	ys, xs := yScale{top: top, height: chartHeight}, xScale{from: c.from, to: c.to}
+	height := c.height
+	if height == 0 {
+		height = chartHeight
+	}
+	ys, xs := yScale{top: top, height: height}, xScale{from: c.from, to: c.to}
 	labels := make([]string, 0, len(c.series))
 	for _, s := range c.series {
 		labels = append(labels, s.label)
 	}
-	svgOpen(&b, c.kind, strings.Join(labels, ", ")+" over time", chartHeight)
+	svgOpen(&b, c.kind, strings.Join(labels, ", ")+" over time", height)
 	axes(&b, ys, xs, ticks, c.format)
 	for _, s := range c.series {
 		values := make([]string, len(s.values))
@@ -236,4 +242,19 @@ func decimals(v float64) int {
 		return 1
 	}
 	return 2
+}
+
+// tickLabel formats an axis tick without trailing zeros: ticks are round, "2 ms" reads faster
+// than "2.00 ms" and leaves room between the labels of a narrow axis.
+func tickLabel(format func(float64) string, v float64) string {
+	text := format(v)
+	end := strings.IndexFunc(text, func(r rune) bool { return (r < '0' || r > '9') && r != '.' && r != '-' })
+	if end < 0 {
+		end = len(text)
+	}
+	number, rest := text[:end], text[end:]
+	if strings.Contains(number, ".") {
+		number = strings.TrimRight(strings.TrimRight(number, "0"), ".")
+	}
+	return number + rest
 }

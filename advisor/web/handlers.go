@@ -84,6 +84,7 @@ func NewHandler(src StateSource, opts HandlerOptions) (http.Handler, error) {
 	mux.Handle("/api/v1/recommendations", readOnly(http.HandlerFunc(a.recommendations)))
 	mux.Handle("/api/v1/snapshot", readOnly(http.HandlerFunc(a.snapshot)))
 	mux.Handle("/api/v1/charts", readOnly(http.HandlerFunc(a.charts)))
+	mux.Handle("/favicon.ico", readOnly(http.HandlerFunc(noIcon)))
 	mux.Handle("/healthz", readOnly(http.HandlerFunc(a.healthz)))
 	mux.Handle("/readyz", readOnly(http.HandlerFunc(a.readyz)))
 	mux.Handle("/{$}", readOnly(http.HandlerFunc(a.landing)))
