@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"html"
 	"html/template"
-	"log"
 	"maps"
 	"net/http"
 	"net/url"
@@ -16,10 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	dto "github.com/prometheus/client_model/go"
 	toolkit "github.com/prometheus/exporter-toolkit/web"
 	"go.uber.org/zap"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/pgwal-advisor/pgwal-advisor/advisor"
 	"github.com/pgwal-advisor/pgwal-advisor/rules"
@@ -66,12 +63,7 @@ func NewHandler(src StateSource, opts HandlerOptions) (http.Handler, error) {
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}
 	}
-	metrics := promhttp.InstrumentMetricHandler(reg, promhttp.HandlerFor(&sharedGatherer{g: reg}, promhttp.HandlerOpts{
-		ErrorLog: promErrorLog{zap.NewStdLog(logger.With(zap.String("component", "metrics")))},
-		// One metric that cannot be built (say, a label value that is not UTF-8) must not
-		// cost the scrape of all the others.
-		ErrorHandling: promhttp.ContinueOnError,
-	}))
+	metrics := promhttp.InstrumentMetricHandler(reg, newScrapeCache(src, reg, logger.With(zap.String("component", "metrics"))))
 
 	tmpl, err := template.New("findings").Parse(findingsTemplate + evidenceTemplate)
 	if err != nil {
@@ -93,32 +85,6 @@ func NewHandler(src StateSource, opts HandlerOptions) (http.Handler, error) {
 	})
 	return mux, nil
 }
-
-// sharedGatherer lets concurrent scrapes (an HA pair of Prometheus servers, a burst of scrapers)
-// share the one collection in flight instead of each reading the state and /proc: a collection
-// costs most of a scrape (the process collector's /proc reads above all), encoding the rest. A
-// result is shared only with scrapes that arrive while it is being collected, never reused
-// after: unlike promhttp's CoalesceGather, which keeps a result for as long as any scrape is
-// still encoding it, so that under continuous load it could serve the same figures forever.
-type sharedGatherer struct {
-	g     prometheus.Gatherer
-	group singleflight.Group
-}
-
-func (s *sharedGatherer) Gather() ([]*dto.MetricFamily, error) {
-	v, err, _ := s.group.Do("gather", func() (any, error) {
-		mfs, err := s.g.Gather()
-		return mfs, err
-	})
-	mfs, _ := v.([]*dto.MetricFamily)
-	// The families are shared and only read by the encoder; the slice is each caller's own.
-	return slices.Clone(mfs), err
-}
-
-// promErrorLog adapts a *log.Logger to promhttp's Logger interface.
-type promErrorLog struct{ l *log.Logger }
-
-func (p promErrorLog) Println(v ...any) { p.l.Println(v...) }
 
 // readOnly refuses methods that could change something: this endpoints only read.
 func readOnly(h http.Handler) http.Handler {
