@@ -85,14 +85,14 @@ const (
 // device facts alone, which no chart shows).
 func evidenceAnchor(rule string) string {
 	switch rule {
-	case "sync-method-slow", "open-sync-with-small-buffers", "write-cache-unsafe", "wal-on-volatile-storage", "durability-traded-off":
-		return anchorSync
+	case "sync-method-slow", "open-sync-with-small-buffers", "write-cache-unsafe":
+		return anchorSync // judged from the probe's latencies
 	case "wal-buffers-small", "wal-lock-contention":
-		return anchorWAL
-	case "dirty-background-too-large", "flush-after-disabled":
+		return anchorWAL // buffer-full writes and WAL flush waits under load
+	case "dirty-background-too-large":
 		return anchorDirty
-	case "checkpoint-stalls":
-		return anchorCheckpoints
+	case "checkpoint-stalls", "flush-after-disabled":
+		return anchorCheckpoints // checkpoint sync times and what piled up around them
 	}
 	return ""
 }
