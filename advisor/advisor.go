@@ -64,7 +64,11 @@ func (c Config) withDefaults() (Config, error) {
 type State struct {
 	// Snapshot is the latest snapshot; nil before the first.
 	Snapshot *collector.Snapshot
+	// Findings are every finding shown, including the resolver's recommendations-conflict ones.
 	Findings []rules.Finding
+	// Recommendations are the findings resolved into one per setting (rules.Resolve): what the
+	// API, the metrics, the landing page and the apply mode recommend.
+	Recommendations []rules.Recommendation
 	// NotEnoughData names, per rule ID, what a rule still lacks to judge.
 	NotEnoughData map[string]string
 	// Probe is the latest probe report (nil before the first burst or with probing off).
@@ -230,6 +234,11 @@ func (a *Advisor) Observe(s collector.Snapshot) {
 	in := rules.Input{History: a.history, Probe: report, ProbeDisabled: probeOff, Now: s.Time, Config: a.cfg.Thresholds}
 	outcomes := rules.Run(a.rules, in)
 	findings := a.tracker.Observe(in, outcomes)
+	resolved := rules.Resolve(a.rules, findings)
+	if len(resolved.Conflicts) > 0 {
+		findings = append(findings, resolved.Conflicts...)
+		rules.SortFindings(findings)
+	}
 	notEnough := map[string]string{}
 	for _, o := range outcomes {
 		if o.NotEnoughData != "" {
@@ -246,6 +255,7 @@ func (a *Advisor) Observe(s collector.Snapshot) {
 	snap := s
 	a.state.Snapshot = &snap
 	a.state.Findings = findings
+	a.state.Recommendations = resolved.Recommendations
 	a.state.NotEnoughData = notEnough
 	a.state.Probe = report
 	a.state.WaitEvents = collector.WaitEvents{Samples: a.waits.Samples, ActiveBackends: a.waits.ActiveBackends, Counts: counts}

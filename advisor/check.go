@@ -30,6 +30,8 @@ type CheckConfig struct {
 // CheckResult is what a check found. Its JSON is the contract of `check --format json`.
 type CheckResult struct {
 	Findings []rules.Finding `json:"findings"`
+	// Recommendations are the findings resolved into one per setting (rules.Resolve).
+	Recommendations []rules.Recommendation `json:"recommendations"`
 	// NotEnoughData names, per rule, what it lacked to judge.
 	NotEnoughData map[string]string `json:"not_enough_data,omitempty"`
 	Snapshots     int               `json:"snapshots"`
@@ -126,10 +128,16 @@ func Check(ctx context.Context, s *Sampler, cfg CheckConfig, logger *zap.Logger)
 	res.WindowSeconds = h.Span().Seconds()
 	outcomes := rules.Run(rules.All(), rules.Input{History: h, Probe: res.Probe, ProbeDisabled: res.ProbeSkipped, Now: last.Time, Config: cfg.Thresholds})
 	res.Findings = rules.Findings(outcomes)
+	resolved := rules.Resolve(rules.All(), res.Findings)
+	res.Findings = append(res.Findings, resolved.Conflicts...)
 	if res.Findings == nil {
 		res.Findings = []rules.Finding{}
 	}
 	rules.SortFindings(res.Findings)
+	res.Recommendations = resolved.Recommendations
+	if res.Recommendations == nil {
+		res.Recommendations = []rules.Recommendation{}
+	}
 	for _, o := range outcomes {
 		if o.NotEnoughData != "" {
 			if res.NotEnoughData == nil {

@@ -127,6 +127,18 @@ func TestCheckSeed001(t *testing.T) {
 	if !sawBuffers {
 		t.Errorf("seed 001: no wal-buffers-small warning recommending larger wal_buffers")
 	}
+	// However many rules recommend wal_sync_method, check recommends it once.
+	seen := map[string]bool{}
+	for _, r := range res.Recommendations {
+		t.Logf("recommendation %s=%s because %d rule(s), %d overruled", r.Setting, r.Recommended, len(r.Because), len(r.Overruled))
+		if seen[r.Setting] {
+			t.Errorf("seed 001: two recommendations for %s", r.Setting)
+		}
+		seen[r.Setting] = true
+	}
+	if !seen["wal_sync_method"] || !seen["wal_buffers"] {
+		t.Errorf("seed 001: recommendations for %v, want wal_sync_method and wal_buffers", seen)
+	}
 }
 
 // TestCheckDefaultClusterNoFalseAlarm: a default cluster under pgbench on this machine's plain

@@ -144,6 +144,7 @@ func WriteCheckTable(w io.Writer, r *CheckResult) error {
 			fmt.Fprintf(tw, "  expected: %s\n", f.ExpectedEffect)
 		}
 	}
+	writeRecommendations(tw, r.Recommendations)
 	if len(r.NotEnoughData) > 0 {
 		fmt.Fprintf(tw, "\nNot enough data to judge:\n")
 		for _, id := range slices.Sorted(maps.Keys(r.NotEnoughData)) {
@@ -151,6 +152,27 @@ func WriteCheckTable(w io.Writer, r *CheckResult) error {
 		}
 	}
 	return tw.Flush()
+}
+
+// writeRecommendations prints the recommendations, one per setting, with the rules behind
+// each and the ones it overruled.
+func writeRecommendations(w io.Writer, recs []rules.Recommendation) {
+	if len(recs) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nRecommendations (one per setting):\n")
+	for _, rec := range recs {
+		fmt.Fprintf(w, "  %s\t%s -> %s\t%s\t%s\n", rec.Setting, orDash(rec.Current), rec.Recommended, rec.Action, strings.ToUpper(rec.Severity.String()))
+		for _, b := range rec.Because {
+			fmt.Fprintf(w, "    because %s\n", b.Rule)
+		}
+		if rec.Prediction != nil {
+			fmt.Fprintf(w, "    predicted: %.3f s of waiting saved per second (%s)\n", rec.Prediction.SavedSecondsPerSecond, rec.Prediction.Basis)
+		}
+		for _, o := range rec.Overruled {
+			fmt.Fprintf(w, "    overruled %s (%s): %s\n", o.Rule, o.Recommended, o.Reason)
+		}
+	}
 }
 
 // formatEvidence prints a figure in its unit for people.

@@ -48,6 +48,7 @@ var ruleIDs = []string{
 	"track-wal-io-timing-off",
 	"durability-traded-off",
 	"probe-disabled",
+	"recommendations-conflict",
 }
 
 // externalMetrics are the metrics of other exporters that the alerts and the dashboard may use:

@@ -23,7 +23,8 @@ func TestDocsCoverRules(t *testing.T) {
 			headings[strings.TrimSpace(id)] = true
 		}
 	}
-	for _, r := range All() {
+	// The resolver's recommendations-conflict finding is documented like every rule's.
+	for _, r := range append(All(), conflictRule()) {
 		if !headings[r.ID] {
 			t.Errorf("docs/rules.md has no section %q", "## "+r.ID)
 		}

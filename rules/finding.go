@@ -116,6 +116,9 @@ type Finding struct {
 	// ExpectedEffect says what should change once the recommendation is applied; the apply
 	// step verifies it.
 	ExpectedEffect string `json:"expected_effect"`
+	// Prediction, when the rule can tell, is what the change should win; Resolve weighs it when
+	// rules disagree on a setting. Omitted from JSON when absent.
+	Prediction *Prediction `json:"prediction,omitempty"`
 	// FirstSeen is when the condition was first seen in the current episode, LastSeen the last
 	// evaluation that saw it. Run sets both to Input.Now; the Tracker keeps them across
 	// evaluations.

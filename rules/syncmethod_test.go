@@ -122,6 +122,18 @@ func TestSyncMethodSlow(t *testing.T) {
 		if got, _ := evidence(f, "improvement_ratio"); got < 0.45 || got > 0.5 {
 			t.Errorf("improvement_ratio = %v, want about 0.49", got)
 		}
+		// open_datasync leaves wal_sync at 0: each flush is two of the 106 writes a second.
+		if want := (0.0092 - 0.0047) * 106 / 2; f.Prediction == nil || math.Abs(f.Prediction.SavedSecondsPerSecond-want) > 1e-6 {
+			t.Errorf("prediction = %+v, want %.3f s saved per second", f.Prediction, want)
+		}
+	})
+
+	t.Run("prediction: saved per flush times flushes per second", func(t *testing.T) {
+		f := evalSyncMethodSlow(commits("open_sync").input(seed000Probe())).Findings[0]
+		// open_sync 9.2 ms -> fdatasync 4.6 ms, 300 flushes a second.
+		if f.Prediction == nil || math.Abs(f.Prediction.SavedSecondsPerSecond-0.0046*300) > 1e-6 {
+			t.Errorf("prediction = %+v, want 1.38 s saved per second", f.Prediction)
+		}
 	})
 }
 
@@ -173,6 +185,9 @@ func TestOpenSyncWithSmallBuffers(t *testing.T) {
 		f := evalOpenSyncWithSmallBuffers(seed001().input(slowDiskProbe())).Findings[0]
 		if got, _ := evidence(f, "buffers_full_cost"); math.Abs(got-0.46) > 0.01 {
 			t.Errorf("buffers_full_cost = %v, want 0.46 (100/s x 4.6 ms)", got)
+		}
+		if f.Prediction == nil || math.Abs(f.Prediction.SavedSecondsPerSecond-0.46) > 0.01 {
+			t.Errorf("prediction = %+v, want the 0.46 s per second of buffer-full writes", f.Prediction)
 		}
 	})
 }

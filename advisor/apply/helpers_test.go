@@ -207,7 +207,10 @@ func (w *world) clock() time.Time {
 func (w *world) State() advisor.State {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return advisor.State{Snapshot: w.snap, Findings: append([]rules.Finding(nil), w.findings...), Probe: w.probe, ProbeEnabled: w.probe != nil}
+	fs := append([]rules.Finding(nil), w.findings...)
+	// As the advisor does: the recommendations are the findings resolved.
+	return advisor.State{Snapshot: w.snap, Findings: fs, Recommendations: rules.Resolve(rules.All(), fs).Recommendations,
+		Probe: w.probe, ProbeEnabled: w.probe != nil}
 }
 
 // goodProbe says every method syncs at 4 ms, well above a 0.1 ms write, on a device of

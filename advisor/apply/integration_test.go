@@ -365,6 +365,7 @@ func (s injected) State() advisor.State {
 	st := s.src.State()
 	if st.Snapshot != nil {
 		st.Findings = append(append([]rules.Finding(nil), st.Findings...), s.f)
+		st.Recommendations = rules.Resolve(rules.All(), st.Findings).Recommendations
 	}
 	return st
 }

@@ -526,13 +526,12 @@ type Proposal struct {
 // Allowed reports whether the proposal is a change to make.
 func (p Proposal) Allowed() bool { return p.Refused == "" && p.Skipped == "" }
 
-// evaluate judges the findings setting by setting. Refusals that need no live value come first,
-// so that never-auto findings never cause a read. Of a setting's findings only those whose
-// current value is the live one count (the tracker keeps a finding shown for a while after its
-// condition is gone); when those recommend different values the setting is refused, except for
-// wal_sync_method (below).
+// evaluate judges the resolved recommendations (one per setting, rules.Resolve) setting by
+// setting. Refusals that need no live value come first, so that never-auto findings never cause
+// a read. Only a recommendation whose current value is the live one counts (the tracker keeps a
+// finding shown for a while after its condition is gone).
 func (m *Manager) evaluate(ctx context.Context, l *ledger, st advisor.State) []Proposal {
-	fs := slices.Clone(st.Findings)
+	fs := resolvedFindings(st)
 	// Verifiable now before waiting for a restart; then the findings' own order.
 	sort.SliceStable(fs, func(i, j int) bool {
 		return (fs[i].Action == rules.ActionRestart) != (fs[j].Action == rules.ActionRestart) && fs[j].Action == rules.ActionRestart
@@ -550,7 +549,7 @@ func (m *Manager) evaluate(ctx context.Context, l *ledger, st advisor.State) []P
 	}
 	out := make([]Proposal, 0, len(order))
 	for _, s := range order {
-		out = append(out, m.evaluateSetting(ctx, l, st, bySetting[s]))
+		out = append(out, withOverruled(m.evaluateSetting(ctx, l, st, bySetting[s]), st))
 	}
 	return out
 }

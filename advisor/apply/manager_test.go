@@ -322,18 +322,17 @@ func TestManagerOutdatedFindingAndDisagreement(t *testing.T) {
 		t.Errorf("an out-of-date finding is refused: %+v", st.Refused)
 	}
 
-	// Two rules recommend different completion targets: refused.
-	other := rules.Finding{Rule: "other-rule", Setting: collector.CheckpointCompletionTarget, Current: "0.5", Recommended: "0.8", Action: rules.ActionReload}
+	// Two rules want the completion target moved both ways: the resolver recommends nothing for
+	// it, so nothing is proposed.
+	other := rules.Finding{Rule: "other-rule", Setting: collector.CheckpointCompletionTarget, Current: "0.5", Recommended: "0.3", Action: rules.ActionReload}
 	w.setFindings(rules.Finding{Rule: "checkpoint-stalls", Setting: collector.CheckpointCompletionTarget, Current: "0.5", Recommended: "0.9", Action: rules.ActionReload}, other)
 	run(t, m, w, 20)
 	if calls := pg.setCalls(); len(calls) != 0 {
-		t.Fatalf("applied a setting two rules disagree on: %v", calls)
-	}
-	if st := m.Status(); len(st.Refused) == 0 || !strings.Contains(st.Refused[0].Reason, "disagree") {
-		t.Errorf("refused = %+v, want the disagreement", st.Refused)
+		t.Fatalf("applied a setting two rules want moved both ways: %v", calls)
 	}
 
-	// For wal_sync_method the first in the preferred order is chosen, and the intent says why.
+	// For wal_sync_method the resolver decides (the preferred order here), and the intent names
+	// the overruled rule.
 	f2 := syncFinding("fsync", "open_sync")
 	f2.Rule = "other-rule"
 	w.setFindings(f2, syncFinding("fsync", "fdatasync"))
@@ -342,8 +341,8 @@ func TestManagerOutdatedFindingAndDisagreement(t *testing.T) {
 		t.Errorf("applied %s, want fdatasync", got)
 	}
 	recs, _, _ := m.Journal().Read()
-	if !strings.Contains(recs[0].Reason, "disagree") || recs[0].Rule != "sync-method-slow" {
-		t.Errorf("intent = %+v, want the disagreement in its reason and the chosen finding's rule", recs[0])
+	if !strings.Contains(recs[0].Reason, "other-rule recommended open_sync (overruled") || recs[0].Rule != "sync-method-slow" {
+		t.Errorf("intent = %+v, want the overruled rule in its reason and the deciding finding's rule", recs[0])
 	}
 }
 

@@ -134,6 +134,7 @@ func fsyncOffState() advisor.State {
 			FirstSeen: fixtureTime(), LastSeen: fixtureTime(),
 		},
 	}
+	st.Recommendations = rules.Resolve(rules.All(), st.Findings).Recommendations
 	return st
 }
 

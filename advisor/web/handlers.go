@@ -69,6 +69,9 @@ func NewHandler(src StateSource, opts HandlerOptions) (http.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse the landing page's findings template: %w", err)
 	}
+	if _, err := tmpl.New("recommendations").Parse(recommendationsTemplate); err != nil {
+		return nil, fmt.Errorf("parse the landing page's recommendations template: %w", err)
+	}
 	a := api{src: src, version: opts.Version, findingsTmpl: tmpl}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", readOnly(metrics))
@@ -126,25 +129,6 @@ type FindingsResponse struct {
 	Probe         ProbeStatus       `json:"probe"`
 }
 
-// Recommendation is one recommended change: a finding with a Recommended value.
-type Recommendation struct {
-	Setting     string           `json:"setting"`
-	Current     string           `json:"current"`
-	Recommended string           `json:"recommended"`
-	Action      rules.Action     `json:"action"`
-	Rule        string           `json:"rule"`
-	Severity    rules.Severity   `json:"severity"`
-	Summary     string           `json:"summary"`
-	Evidence    []rules.Evidence `json:"evidence"`
-	DocsURL     string           `json:"docs_url"`
-}
-
-// RecommendationsResponse is the body of /api/v1/recommendations.
-type RecommendationsResponse struct {
-	Recommendations []Recommendation `json:"recommendations"`
-	Evaluated       time.Time        `json:"evaluated"`
-}
-
 // ErrorResponse is the body of every error.
 type ErrorResponse struct {
 	Error string `json:"error"`
@@ -183,26 +167,6 @@ func (a api) findings(w http.ResponseWriter, _ *http.Request) {
 	}
 	for _, f := range st.Findings {
 		resp.Findings = append(resp.Findings, Finding{Finding: withEvidence(f), DocsURL: RuleDocURL(f.Rule)})
-	}
-	writeJSON(w, http.StatusOK, resp)
-}
-
-func (a api) recommendations(w http.ResponseWriter, _ *http.Request) {
-	st, ok := a.ready(w)
-	if !ok {
-		return
-	}
-	resp := RecommendationsResponse{Recommendations: []Recommendation{}, Evaluated: st.Evaluated}
-	for _, f := range st.Findings {
-		if f.Recommended == "" {
-			continue
-		}
-		f = withEvidence(f)
-		resp.Recommendations = append(resp.Recommendations, Recommendation{
-			Setting: f.Setting, Current: f.Current, Recommended: f.Recommended, Action: f.Action,
-			Rule: f.Rule, Severity: f.Severity, Summary: f.Summary, Evidence: f.Evidence,
-			DocsURL: RuleDocURL(f.Rule),
-		})
 	}
 	writeJSON(w, http.StatusOK, resp)
 }
@@ -315,6 +279,7 @@ type landingView struct {
 	Ready         bool
 	Evaluated     string
 	Rows          []landingRow
+	Recs          []landingRec
 	NotEnoughData []landingNote
 	Probe         ProbeStatus
 }
@@ -333,6 +298,7 @@ func landingData(st advisor.State) landingView {
 			Evidence: evidenceOf(f),
 		})
 	}
+	v.Recs = landingRecs(st)
 	for _, rule := range slices.Sorted(maps.Keys(st.NotEnoughData)) {
 		v.NotEnoughData = append(v.NotEnoughData, landingNote{Rule: rule, DocsURL: RuleDocURL(rule), Reason: st.NotEnoughData[rule]})
 	}
@@ -367,6 +333,7 @@ const findingsTemplate = `
       {{- else}}
       <p>No findings: nothing to change.</p>
       {{- end}}
+      {{- template "recommendations" .}}
       {{- if .NotEnoughData}}
       <details>
         <summary>Rules still gathering data ({{len .NotEnoughData}})</summary>

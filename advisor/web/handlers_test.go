@@ -127,12 +127,11 @@ func TestRecommendationsAPI(t *testing.T) {
 		t.Fatalf("GET /api/v1/recommendations: %d\n%s", code, body)
 	}
 	got := decode[RecommendationsResponse](t, body)
-	want := Recommendation{
+	want := Recommendation{Recommendation: rules.Recommendation{
 		Setting: "fsync", Current: "off", Recommended: "on", Action: rules.ActionNeverAuto, Rule: "fsync-off",
 		Severity: rules.Critical, Summary: "fsync is off: a crash can corrupt the cluster.",
 		Evidence: []rules.Evidence{{Name: "fsync", Value: 0, Unit: rules.UnitBool}},
-		DocsURL:  RulesDocURL + "#fsync-off",
-	}
+	}, DocsURL: RulesDocURL + "#fsync-off"}
 	if len(got.Recommendations) != 1 {
 		t.Fatalf("got %d recommendations, want 1 (findings without a recommended value are left out):\n%s", len(got.Recommendations), body)
 	}

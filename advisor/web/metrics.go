@@ -308,9 +308,11 @@ func (c *Collector) collectFindings(e emitter, st advisor.State) {
 		}
 		seen[key] = true
 		e.gauge(c.finding, 1, f.Rule, f.Severity.String(), f.Setting)
-		if f.Recommended != "" {
-			e.gauge(c.recommendation, 1, f.Rule, f.Setting, f.Current, f.Recommended, string(f.Action))
-		}
+	}
+	// One series per setting: the resolved recommendation, labelled with the rule that decided
+	// it, so that an alert joining on setting finds exactly one value.
+	for _, r := range st.Recommendations {
+		e.gauge(c.recommendation, 1, r.Rule, r.Setting, r.Current, r.Recommended, string(r.Action))
 	}
 }
 

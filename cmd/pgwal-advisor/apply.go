@@ -65,7 +65,7 @@ Exit status: 0 when nothing failed, 3 when the check or a change failed, 64 for 
 			// The guard checks the kernel's thresholds and the server's accepted values against
 			// the state as it is now.
 			snap := sampler.Sample(ctx)
-			st := advisor.State{Snapshot: &snap, Findings: res.Findings, Probe: res.Probe, ProbeEnabled: res.Probe != nil, ProbeDisabledReason: res.ProbeSkipped}
+			st := advisor.State{Snapshot: &snap, Findings: res.Findings, Recommendations: res.Recommendations, Probe: res.Probe, ProbeEnabled: res.Probe != nil, ProbeDisabledReason: res.ProbeSkipped}
 
 			pg := apply.NewPostgres(g.dsn, apply.PostgresOptions{QueryTimeout: queryTimeout, ConfirmTimeout: confirmTimeout, Logger: g.logger})
 			defer closePostgres(ctx, pg)

@@ -28,7 +28,10 @@ Exit status: 0 when nothing (or only info) was found, 1 for a warning, 2 for a c
 finding, 3 when the check could not run, 64 for a usage error.
 
 JSON contract (--format json): .findings[] with .rule, .severity, .setting, .current,
-.recommended, .action, .summary, .evidence[] (.name, .value, .unit), .expected_effect.`,
+.recommended, .action, .summary, .evidence[] (.name, .value, .unit), .expected_effect; and
+.recommendations[], one per setting (docs/rules.md, "One recommendation per setting"), with
+.setting, .current, .recommended, .action, .severity, .rule, .because[] (.rule, .severity,
+.summary) and .overruled[] (.rule, .recommended, .reason).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s, closeSampler := newSampler(g, queryTimeout)
