@@ -79,6 +79,9 @@ type State struct {
 	// WaitEvents are the wait-event samples summed since the advisor started (counters).
 	WaitEvents collector.WaitEvents
 	Evaluated  time.Time
+	// History is a copy of the snapshots the rules judged, oldest first (the landing page's
+	// charts draw it); nil before the first snapshot.
+	History *rules.History
 }
 
 // Advisor runs the loop. Create it with New, run it with Run, read it with State from any
@@ -274,6 +277,8 @@ func (a *Advisor) Observe(s collector.Snapshot) {
 	a.state.Probe = report
 	a.state.WaitEvents = collector.WaitEvents{Samples: a.waits.Samples, ActiveBackends: a.waits.ActiveBackends, Counts: counts}
 	a.state.Evaluated = s.Time
+	// A copy: the loop keeps appending to its own history while readers draw this one.
+	a.state.History = a.history.Since(time.Time{})
 	a.state.ProbeEnabled = a.probe != nil && probeOff == ""
 	a.state.ProbeDisabledReason = probeOff
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"html"
 	"html/template"
-	"log"
 	"maps"
 	"net/http"
 	"net/url"
@@ -17,10 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	dto "github.com/prometheus/client_model/go"
 	toolkit "github.com/prometheus/exporter-toolkit/web"
 	"go.uber.org/zap"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/pgwal-advisor/pgwal-advisor/advisor"
 	"github.com/pgwal-advisor/pgwal-advisor/collector"
@@ -68,14 +65,9 @@ func NewHandler(src StateSource, opts HandlerOptions) (http.Handler, error) {
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}
 	}
-	metrics := promhttp.InstrumentMetricHandler(reg, promhttp.HandlerFor(&sharedGatherer{g: reg}, promhttp.HandlerOpts{
-		ErrorLog: promErrorLog{zap.NewStdLog(logger.With(zap.String("component", "metrics")))},
-		// One metric that cannot be built (say, a label value that is not UTF-8) must not
-		// cost the scrape of all the others.
-		ErrorHandling: promhttp.ContinueOnError,
-	}))
+	metrics := promhttp.InstrumentMetricHandler(reg, newScrapeCache(src, reg, logger.With(zap.String("component", "metrics"))))
 
-	tmpl, err := template.New("findings").Parse(findingsTemplate)
+	tmpl, err := template.New("findings").Parse(findingsTemplate + evidenceTemplate)
 	if err != nil {
 		return nil, fmt.Errorf("parse the landing page's findings template: %w", err)
 	}
@@ -88,6 +80,8 @@ func NewHandler(src StateSource, opts HandlerOptions) (http.Handler, error) {
 	mux.Handle("/api/v1/findings", readOnly(http.HandlerFunc(a.findings)))
 	mux.Handle("/api/v1/recommendations", readOnly(http.HandlerFunc(a.recommendations)))
 	mux.Handle("/api/v1/snapshot", readOnly(http.HandlerFunc(a.snapshot)))
+	mux.Handle("/api/v1/charts", readOnly(http.HandlerFunc(a.charts)))
+	mux.Handle("/favicon.ico", readOnly(http.HandlerFunc(noIcon)))
 	mux.Handle("/healthz", readOnly(http.HandlerFunc(a.healthz)))
 	mux.Handle("/readyz", readOnly(http.HandlerFunc(a.readyz)))
 	mux.Handle("/{$}", readOnly(http.HandlerFunc(a.landing)))
@@ -96,32 +90,6 @@ func NewHandler(src StateSource, opts HandlerOptions) (http.Handler, error) {
 	})
 	return mux, nil
 }
-
-// sharedGatherer lets concurrent scrapes (an HA pair of Prometheus servers, a burst of scrapers)
-// share the one collection in flight instead of each reading the state and /proc: a collection
-// costs most of a scrape (the process collector's /proc reads above all), encoding the rest. A
-// result is shared only with scrapes that arrive while it is being collected, never reused
-// after: unlike promhttp's CoalesceGather, which keeps a result for as long as any scrape is
-// still encoding it, so that under continuous load it could serve the same figures forever.
-type sharedGatherer struct {
-	g     prometheus.Gatherer
-	group singleflight.Group
-}
-
-func (s *sharedGatherer) Gather() ([]*dto.MetricFamily, error) {
-	v, err, _ := s.group.Do("gather", func() (any, error) {
-		mfs, err := s.g.Gather()
-		return mfs, err
-	})
-	mfs, _ := v.([]*dto.MetricFamily)
-	// The families are shared and only read by the encoder; the slice is each caller's own.
-	return slices.Clone(mfs), err
-}
-
-// promErrorLog adapts a *log.Logger to promhttp's Logger interface.
-type promErrorLog struct{ l *log.Logger }
-
-func (p promErrorLog) Println(v ...any) { p.l.Println(v...) }
 
 // readOnly refuses methods that could change something: this issue's endpoints only read.
 func readOnly(h http.Handler) http.Handler {
@@ -281,6 +249,7 @@ func (a api) landing(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, fmt.Sprintf("render findings: %v", err))
 		return
 	}
+	extra.WriteString(chartsHTML(chartsOf(st)))
 	description := "PostgreSQL WAL and write-back settings advisor"
 	if target, _ := st.Target(); target != collector.TargetOK && target != "" {
 		// The toolkit does not escape; the status is one of four constants, escaped anyway.
@@ -297,11 +266,12 @@ func (a api) landing(w http.ResponseWriter, r *http.Request) {
 			{Address: "api/v1/findings", Text: "Findings", Description: "current findings with their evidence (JSON)"},
 			{Address: "api/v1/recommendations", Text: "Recommendations", Description: "recommended changes (JSON)"},
 			{Address: "api/v1/snapshot", Text: "Snapshot", Description: "the latest raw snapshot (JSON)"},
+			{Address: "api/v1/charts", Text: "Charts", Description: "the series the charts below draw (JSON)"},
 			{Address: "readyz", Text: "Readiness", Description: "ready once a snapshot has read PostgreSQL with the privileges the advisor needs"},
 			{Address: "healthz", Text: "Health", Description: "the process serves"},
 		},
 		ExtraHTML: extra.String(),
-		ExtraCSS:  landingCSS,
+		ExtraCSS:  landingCSS + chartsCSS,
 		// No /debug/pprof is served: do not link to it.
 		Profiling: "false",
 	})
@@ -315,6 +285,9 @@ func (a api) landing(w http.ResponseWriter, r *http.Request) {
 // landingRow is one finding in the landing page's table.
 type landingRow struct {
 	Rule, DocsURL, Severity, Setting, Current, Recommended, Action, Summary string
+
+	// Evidence links the row to the chart that shows what the rule saw.
+	Evidence landingEvidence
 }
 
 type landingView struct {
@@ -342,6 +315,7 @@ func landingData(st advisor.State) landingView {
 		v.Rows = append(v.Rows, landingRow{
 			Rule: f.Rule, DocsURL: RuleDocURL(f.Rule), Severity: f.Severity.String(), Setting: f.Setting,
 			Current: f.Current, Recommended: f.Recommended, Action: string(f.Action), Summary: f.Summary,
+			Evidence: evidenceOf(f),
 		})
 	}
 	v.Recs = landingRecs(st)
@@ -364,7 +338,7 @@ const findingsTemplate = `
       <p>Evaluated {{.Evaluated}}.</p>
       {{- if .Rows}}
       <table class="findings">
-        <thead><tr><th>rule</th><th>severity</th><th>setting</th><th>current &rarr; recommended</th><th>action</th><th>summary</th></tr></thead>
+        <thead><tr><th>rule</th><th>severity</th><th>setting</th><th>current &rarr; recommended</th><th>action</th><th>summary</th><th>evidence</th></tr></thead>
         <tbody>
         {{- range .Rows}}
           <tr class="severity-{{.Severity}}">
@@ -374,6 +348,7 @@ const findingsTemplate = `
             <td>{{if .Recommended}}{{.Current}} &rarr; {{.Recommended}}{{else}}{{.Current}}{{end}}</td>
             <td>{{.Action}}</td>
             <td>{{.Summary}}</td>
+            <td>{{template "evidence" .Evidence}}</td>
           </tr>
         {{- end}}
         </tbody>
