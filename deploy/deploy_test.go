@@ -33,8 +33,8 @@ const (
 	listenPort      = "9817"
 )
 
-// ruleIDs are the advisor's rule IDs, a contract between the rules, the alerts and the docs
-// (issue 4): each needs a runbook section, and an alert may only select these (or, in the
+// ruleIDs are the advisor's rule IDs, a contract between the rules, the alerts and the docs:
+// each needs a runbook section, and an alert may only select these (or, in the
 // catch-all, exclude them).
 var ruleIDs = []string{
 	"fsync-off",

@@ -16,13 +16,13 @@ import (
 // Defaults and limits of a probe run.
 const (
 	// DefaultDuration matches pg_test_fsync's 5 s per test, but for the whole run: a fifth of
-	// its wall time or less is the target (issue 3, "Accuracy and cost").
+	// its wall time or less is the target (docs/probes.md, "Accuracy and cost against pg_test_fsync").
 	DefaultDuration = 5 * time.Second
 	// MinDuration is the shortest budget accepted: below it even a fast disk gives too few
 	// samples of each method for an interval, and a 4 ms disk none at all.
 	MinDuration = 100 * time.Millisecond
 	// DefaultPrecision ends a run early once every synced method's 95% interval is within
-	// ±5% of its mean: finer than the run-to-run noise LAB.md measured (up to 15%).
+	// ±5% of its mean: finer than the run-to-run noise of identical benchmark runs (docs/benchmarks.md).
 	DefaultPrecision = 0.05
 	// DefaultMinSamples is the fewest samples per method before the precision rule may stop a
 	// run: fewer, and a lucky low-variance start can end it on noise.

@@ -15,7 +15,7 @@ import (
 
 // How the measuring loop runs. Methods take turns in batches of batchOps operations, so that
 // whatever else the machine does hits every method alike instead of whichever ran at that
-// moment (LAB.md: identical runs differed by up to 15%, so sequential blocks are not
+// moment (docs/benchmarks.md: identical runs differed by up to 15%, so sequential blocks are not
 // comparable). A batch rather than single operations keeps the cost of switching between files
 // (page-cache invalidation by the next O_DIRECT write) on one operation in batchOps.
 const (

@@ -10,7 +10,7 @@ import (
 	"github.com/pgwal-advisor/pgwal-advisor/probes"
 )
 
-// contractIDs are the rule IDs alert rules and docs depend on (issue 4).
+// contractIDs are the rule IDs alert rules and docs depend on.
 func contractIDs() []string {
 	return []string{
 		"fsync-off", "wal-on-volatile-storage", "write-cache-unsafe", "sync-method-slow",
@@ -130,8 +130,9 @@ func TestSeeds(t *testing.T) {
 			}, sev: Warning},
 		{name: "seed 002: WAL on tmpfs", in: scenario{storage: tmpfsStorage(), noDisk: true}.input(nil),
 			want: []key{{"wal-on-volatile-storage", "wal_file_system", "a persistent file system on a durable device"}}, sev: Critical},
-		{name: "seed 002: 64 clients on a 4 ms device", in: seed002(64, 0.9).input(slowDiskProbe()),
-			want: []key{{"wal-lock-contention", "commit_delay", "2300"}}, sev: Warning},
+		// The contention shows as info only: the lab measured no gain from commit_delay
+		// (docs/benchmarks.md, seed 002), so nothing warns.
+		{name: "seed 002: 64 clients on a 4 ms device", in: seed002(64, 0.9).input(slowDiskProbe()), sev: Info},
 		{name: "seed 003: flush-after at 0", in: seed003().input(nil),
 			want: []key{
 				{"flush-after-disabled", "bgwriter_flush_after", "512kB"},

@@ -270,7 +270,7 @@ func probeAt(results ...probes.MethodResult) *probes.Report {
 	}
 }
 
-// slowDiskProbe is the lab's 4 ms simulated device (LAB.md: fdatasync about 4.6 ms/op): the
+// slowDiskProbe is the lab's 4 ms simulated device (pg_test_fsync on it: fdatasync about 4.6 ms/op, docs/probes.md): the
 // open_* methods pay per write, so their two-write pattern costs twice.
 func slowDiskProbe() *probes.Report {
 	return probeAt(

@@ -67,9 +67,10 @@ func flushAfterOff(snap collector.Snapshot, s settings) []string {
 // and the background writer ask Linux to start write-back (sync_file_range) every 256kB and
 // 512kB, so dirty pages never pile up for the checkpoint's final fsync (docs: runtime-config-wal
 // checkpoint_flush_after, runtime-config-resource bgwriter_flush_after). Measured in the lab
-// (LAB.md seed 003): with both at 0 the worst second fell to 26 tps and p5 to 42, checkpoint
-// sync took 6.9 s and Dirty peaked at 93MB; with the defaults 369 tps, 511, 0.04-0.09 s, 1MB.
-// Lowering vm.dirty_* instead did not help, so this is checked before any vm.dirty_* advice.
+// (docs/benchmarks.md, seed 003 table): with both at 0 the worst second fell to 142 tps and p5 to
+// 169, checkpoint sync took 6.7 s and Dirty+Writeback peaked at 141 MiB; with the defaults 453 tps,
+// 548, 0.1 s, 2 MiB. Lowering vm.dirty_* instead did less (worst second 232, one run), so this is
+// checked before any vm.dirty_* advice.
 func flushAfterDisabled() Rule {
 	return Rule{
 		ID:       "flush-after-disabled",
@@ -83,7 +84,7 @@ func flushAfterDisabled() Rule {
 		Sources: []string{
 			pgDocs + "runtime-config-wal.html#GUC-CHECKPOINT-FLUSH-AFTER",
 			pgDocs + "runtime-config-resource.html#GUC-BGWRITER-FLUSH-AFTER",
-			"seed 003", "LAB.md seed 003 table (worst second 26 -> 369 tps, p5 42 -> 511)",
+			"seed 003", "docs/benchmarks.md, seed 003 table (worst second 142 -> 453 tps, p5 169 -> 548)",
 		},
 		Immediate: true,
 		Eval:      withDefaults(evalFlushAfterDisabled),
@@ -165,7 +166,7 @@ func dirtyBackgroundTooLarge() Rule {
 			"https://www.kernel.org/doc/html/latest/admin-guide/sysctl/vm.html#dirty-background-bytes",
 			"https://github.com/redhat-performance/tuned/blob/master/profiles/postgresql/tuned.conf (64MB/512MB)",
 			"seed 003 (dirty_background_ratio 10 -> 1 did not help)",
-			"LAB.md seed 003 table (64MB/256MB did not help with flush-after at 0)",
+			"docs/benchmarks.md, seed 003 table (64MB/256MB: worst second 142 -> 232 tps with flush-after at 0, one run; restoring flush-after: 453)",
 		},
 		Eval: withDefaults(evalDirtyBackgroundTooLarge),
 	}
@@ -296,7 +297,7 @@ func checkpointStalls() Rule {
 			pgDocs + "wal-configuration.html",
 			pgDocs + "runtime-config-wal.html#GUC-MAX-WAL-SIZE",
 			pgDocs + "runtime-config-wal.html#GUC-CHECKPOINT-COMPLETION-TARGET",
-			"seed 003 (tps collapsing at each checkpoint)", "LAB.md seed 003 table (checkpoint sync 6.9 s)",
+			"seed 003 (tps collapsing at each checkpoint)", "docs/benchmarks.md, seed 003 table (checkpoint sync 6.7 s)",
 		},
 		Eval: withDefaults(evalCheckpointStalls),
 	}

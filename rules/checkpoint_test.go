@@ -7,7 +7,7 @@ import (
 	"github.com/pgwal-advisor/pgwal-advisor/collector"
 )
 
-// seed003 is LAB.md's seed 003 reproduction with both flush-after settings at 0: pgbench at
+// seed003 is docs/benchmarks.md's seed 003 start with both flush-after settings at 0: pgbench at
 // 600 tps, checkpoint_timeout 30s, checkpoints ending with 93MB dirty and a 6.9 s sync, the
 // device writing 80 MB/s, kernel dirty limits at their 10%/20% defaults. Fifteen minutes.
 func seed003() scenario {

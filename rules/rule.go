@@ -180,13 +180,9 @@ type Thresholds struct {
 	MinWaitSamples int64
 	// ContentionMinActive is the least mean active backends for "many concurrent committers".
 	ContentionMinActive float64
-	// ContentionInfoShare and ContentionWarnShare are the shares of active backends' samples
-	// waiting on WAL flushes for an info and a warning finding.
+	// ContentionInfoShare is the share of active backends' samples waiting on WAL flushes for
+	// an (info) finding.
 	ContentionInfoShare float64
-	ContentionWarnShare float64
-	// ContentionSlowFlush is the least single-flush time for a warning: below it commit_delay
-	// has little to win.
-	ContentionSlowFlush time.Duration
 }
 
 // DefaultThresholds returns the documented defaults (docs/rules.md explains each).
@@ -203,7 +199,7 @@ func DefaultThresholds() Thresholds {
 		ProbeMaxAge:     time.Hour,
 		ProbeMinSamples: 10,
 		// One-sided 97.5%: with a 20% minimum gain on top, a method change is never driven by
-		// the 15% run-to-run spread the lab saw between identical runs (LAB.md, seed 000).
+		// the 15% run-to-run spread the lab saw between identical runs (docs/benchmarks.md, seed 000 table: up to 33%).
 		ProbeZ:         1.96,
 		MinImprovement: 0.20,
 		MinGain:        100 * time.Microsecond,
@@ -229,7 +225,5 @@ func DefaultThresholds() Thresholds {
 		MinWaitSamples:      20,
 		ContentionMinActive: 8,
 		ContentionInfoShare: 0.3,
-		ContentionWarnShare: 0.5,
-		ContentionSlowFlush: time.Millisecond,
 	}
 }

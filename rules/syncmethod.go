@@ -83,7 +83,7 @@ func syncMethodSlow() Rule {
 			pgDocs + "wal-reliability.html",
 			pgDocs + "pgtestfsync.html",
 			"seed 000 (open_sync vs fsync)", "seed 001 (open_datasync vs fdatasync under bulk load)",
-			"LAB.md seed 000 table (identical runs differ by up to 15%)",
+			"docs/benchmarks.md, seed 000 table (runs of one configuration differ by up to 33%)",
 		},
 		Eval: withDefaults(evalSyncMethodSlow),
 	}
@@ -287,7 +287,7 @@ func openSyncWithSmallBuffers() Rule {
 			pgDocs + "runtime-config-wal.html#GUC-WAL-SYNC-METHOD",
 			pgDocs + "wal-configuration.html",
 			pgDocs + "monitoring-stats.html#MONITORING-PG-STAT-WAL-VIEW",
-			"seed 001", "LAB.md seed 001 table",
+			"seed 001", "docs/benchmarks.md, seed 001 table",
 		},
 		Eval: withDefaults(evalOpenSyncWithSmallBuffers),
 	}

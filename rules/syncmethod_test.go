@@ -8,7 +8,7 @@ import (
 	"github.com/pgwal-advisor/pgwal-advisor/probes"
 )
 
-// seed001 is seed 001's start (LAB.md): shared_buffers 256MB, wal_buffers 64kB,
+// seed001 is seed 001's start (docs/benchmarks.md): shared_buffers 256MB, wal_buffers 64kB,
 // open_datasync, a bulk INSERT ... SELECT generate_series on the 4 ms device. Nearly every WAL
 // write is a buffer-full write, about 100 a second.
 func seed001() scenario {

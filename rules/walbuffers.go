@@ -8,13 +8,13 @@ import (
 
 // wal-buffers-small: when the WAL buffers are full a backend must write WAL out itself before
 // it can insert more (docs: runtime-config-wal, wal_buffers; pg_stat_wal.wal_buffers_full).
-// Bulk loads fill the buffers whatever their size (LAB.md: buffers_full large in every run),
+// Bulk loads fill the buffers whatever their size (docs/benchmarks.md, seed 001: buffers_full large in every run),
 // so the rule weighs what those writes cost, never their count alone: measured WAL write time
 // (track_wal_io_timing), the probes' cost of one write under the configured method, and the
 // share of active backends waiting on WAL buffer replacement (WALBufMapping) or on WAL writes
-// attributable to buffer-full writes. LAB.md seed 001: at 64kB -> 1MB -> 16MB the bulk insert
-// took 140 -> 30 -> 6.3 s with open_datasync and 2.55 -> 2.60 -> 1.71 s with fdatasync (64MB:
-// 1.38 s), which is why the recommendation jumps to at least 16MB - PostgreSQL's own automatic
+// attributable to buffer-full writes. docs/benchmarks.md, seed 001 table (400k rows): at 64kB -> 1MB -> 16MB
+// the bulk insert took 27.2 -> 10.3 -> 0.73 s with open_datasync and 1.47 -> 1.28 -> 0.72 s with
+// fdatasync (64MB: 0.67 s), which is why the recommendation jumps to at least 16MB - PostgreSQL's own automatic
 // size on any shared_buffers of 512MB or more, one WAL segment - and doubles beyond, up to 64MB.
 func walBuffersSmall() Rule {
 	return Rule{
@@ -31,7 +31,7 @@ func walBuffersSmall() Rule {
 			pgDocs + "monitoring-stats.html#MONITORING-PG-STAT-WAL-VIEW",
 			pgDocs + "monitoring-stats.html#WAIT-EVENT-LWLOCK-TABLE",
 			"seed 001 (64kB -> 16MB: 130 s -> 4.6 s)", "seed 003 (64kB -> 1MB raised pgbench tps)",
-			"LAB.md seed 001 table",
+			"docs/benchmarks.md, seed 001 table",
 		},
 		Eval: withDefaults(evalWALBuffersSmall),
 	}

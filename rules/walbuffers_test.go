@@ -8,7 +8,7 @@ import (
 
 func TestWALBuffersSmall(t *testing.T) {
 	// bulk is a bulk load under fdatasync: the buffers fill ~200 times a second whatever their
-	// size (LAB.md), each write a cheap page-cache write.
+	// size (docs/benchmarks.md, seed 001), each write a cheap page-cache write.
 	bulk := func(walBuffers string) scenario {
 		return scenario{settings: with(collector.WALBuffers, walBuffers), walBytes: 15 * 20 * float64(mB),
 			buffersFull: 15 * 200, writes: 15 * 230, syncs: 15 * 30}

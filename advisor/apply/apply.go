@@ -59,7 +59,7 @@ const (
 	DefaultConfirmTimeout = 30 * time.Second
 	DefaultPollInterval   = time.Second
 	// DefaultRegression is how much worse (relative) a figure must get, beyond its noise floor,
-	// for a change to be rolled back. LAB.md saw identical runs differ by up to 15%.
+	// for a change to be rolled back. Identical benchmark runs differ by up to a third (docs/benchmarks.md).
 	DefaultRegression = 0.20
 )
 

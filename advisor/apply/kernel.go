@@ -233,7 +233,7 @@ func (k *Kernel) Restore(_ context.Context, name string, old Value) (Value, erro
 }
 
 // restore writes the pair back so that it reads as old recorded it. The ratio goes first and
-// the bytes value after it, if that was non-zero (LAB.md): writing the ratio zeroes the bytes
+// the bytes value after it, if that was non-zero (kernel doc admin-guide/sysctl/vm, dirty_bytes): writing the ratio zeroes the bytes
 // knob, writing a bytes value zeroes the ratio, so on a kernel one write usually restores both.
 // Where the read-back still differs (a testdata tree, whose files nothing couples), each
 // differing knob is written as recorded.

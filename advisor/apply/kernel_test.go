@@ -185,7 +185,7 @@ func TestKernelRealProc(t *testing.T) {
 	}
 	origBytes, origRatio := read("dirty_background_bytes"), read("dirty_background_ratio")
 	t.Cleanup(func() {
-		// Ratio first (it zeroes the bytes knob), then a non-zero bytes value (LAB.md).
+		// Ratio first (it zeroes the bytes knob), then a non-zero bytes value (kernel doc admin-guide/sysctl/vm).
 		if origBytes == 0 {
 			if err := os.WriteFile(vm+"dirty_background_ratio", []byte(strconv.FormatInt(origRatio, 10)), 0o644); err != nil {
 				t.Errorf("restore dirty_background_ratio=%d BY HAND: %v", origRatio, err)

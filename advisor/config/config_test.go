@@ -123,7 +123,7 @@ func TestResolveBounds(t *testing.T) {
 		{"long history", nil, "history: {window: 800h}\n", "history.window 800h0m0s: above the maximum 168h0m0s"},
 		{"probe interval of zero", []string{"--probe.interval", "0s"}, "", "--probe.interval 0s: below the minimum 1s"},
 		{"ratio above one", nil, "thresholds: {min_improvement: 1.5}\n", "thresholds.min_improvement 1.5: above the maximum 1 (allowed: 0 to 1)"},
-		{"negative ratio", nil, "thresholds: {contention_warn_share: -0.1}\n", "thresholds.contention_warn_share -0.1: below the minimum 0"},
+		{"negative ratio", nil, "thresholds: {contention_info_share: -0.1}\n", "thresholds.contention_info_share -0.1: below the minimum 0"},
 		{"negative duration threshold", nil, "thresholds: {clear_after: -1m}\n", "thresholds.clear_after -1m0s: below the minimum 0s"},
 		{"not a number", nil, "thresholds: {probe_z: .nan}\n", "thresholds.probe_z NaN: not a number"},
 		{"infinite", nil, "thresholds: {dirty_far_above: .inf}\n", "thresholds.dirty_far_above +Inf: not a number"},
@@ -257,7 +257,7 @@ func TestThresholdKeys(t *testing.T) {
 	keys := thresholdFields()
 	for name, want := range map[string]string{
 		"RaiseAfter": "raise_after", "WALBuffersFloor": "wal_buffers_floor", "ProbeZ": "probe_z",
-		"WALSyncRise": "wal_sync_rise", "ContentionSlowFlush": "contention_slow_flush",
+		"WALSyncRise": "wal_sync_rise",
 	} {
 		if got := snakeCase(name); got != want {
 			t.Errorf("snakeCase(%s) = %s, want %s", name, got, want)

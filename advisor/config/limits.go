@@ -146,8 +146,6 @@ func Limits() []Limit {
 		{Key: "thresholds.min_wait_samples", Kind: Number, Min: 1, Max: 1e9},
 		{Key: "thresholds.contention_min_active", Kind: Number, Min: 0, Max: 1e5},
 		{Key: "thresholds.contention_info_share", Kind: Ratio, Min: 0, Max: 1},
-		{Key: "thresholds.contention_warn_share", Kind: Ratio, Min: 0, Max: 1},
-		{Key: "thresholds.contention_slow_flush", Kind: Duration, Min: 0, Max: dur(time.Second)},
 	}
 }
 

@@ -276,7 +276,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	}
 }
 
-// promtool lints what /metrics serves (issue 5's acceptance: `promtool check metrics` accepts
+// promtool lints what /metrics serves (`promtool check metrics` must accept
 // it): naming, units, HELP, counter suffixes.
 func TestPromtoolCheckMetrics(t *testing.T) {
 	promtool := lookPromtool(t)

@@ -127,7 +127,7 @@ func promAPI(t *testing.T, base, path string, v any) bool {
 	return true
 }
 
-// TestEndToEnd is issue 5's end-to-end test: a throwaway cluster with fsync=off, the daemon,
+// TestEndToEnd is the daemon's end-to-end test: a throwaway cluster with fsync=off, the daemon,
 // and a real Prometheus with deploy/prometheus/alerts.yml loaded; through Prometheus's API the
 // target is up, the fsync-off finding's series is there and PgwalAdvisorFsyncOff is pending or
 // firing. Everything is stopped at the end (t.Cleanup, in reverse order of starting).

@@ -90,7 +90,7 @@ type sizes struct {
 	probeBudget time.Duration
 	rounds      int // check->apply rounds at most
 
-	// Seed 000's target is a 10% difference and identical runs differ by up to 15% (LAB.md):
+	// Seed 000's target is a 10% difference and identical runs differ by up to a third (docs/benchmarks.md):
 	// more, shorter interleaved runs make the medians steadier than two long ones.
 	s000Secs, s000Runs int
 	s000Methods        []string

@@ -54,7 +54,7 @@ func (e *equipment) dir(parent, pattern string) (string, error) {
 
 // sourceParent is where simulated disks keep their files: tmpfs when there is one, so that the
 // host's own disk (shared with whatever else runs on the machine) adds neither latency nor
-// dirty pages of its own (LAB.md, seed 003), and the system's temporary directory otherwise.
+// dirty pages of its own (docs/benchmarks.md, seed 003), and the system's temporary directory otherwise.
 func sourceParent() string {
 	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
 		return "/dev/shm"

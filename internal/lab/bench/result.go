@@ -134,7 +134,7 @@ func (s *ScenarioResult) bestGrid() string {
 }
 
 // measureInterleaved runs every configuration once per round, alternating the order from one
-// round to the next (LAB.md: identical runs differed by up to 15%, so configurations are
+// round to the next (docs/benchmarks.md: identical runs differed by up to a third, so configurations are
 // compared over interleaved runs, never over one run each), and takes the median per
 // configuration. After runs rounds, extra more rounds run the configurations whose median so
 // far keep accepts (nil: none).

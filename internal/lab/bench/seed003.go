@@ -18,7 +18,7 @@ import (
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab/simdisk"
 )
 
-// Seed 003's device (LAB.md, "Seed 003 reproduced"): bandwidth-limited, 1 ms per sync, under
+// Seed 003's device (docs/benchmarks.md, "Seed 003"): bandwidth-limited, 1 ms per sync, under
 // an ext4 loop device so that the kernel's page cache and write-back sit above it again.
 const (
 	s003Bandwidth = 80_000_000

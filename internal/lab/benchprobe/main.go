@@ -1,5 +1,5 @@
-// Command benchprobe measures the probe's accuracy and cost against pg_test_fsync (issue 3,
-// "Accuracy and cost"). On the bare disk and on the simulated disk at chosen latencies it runs
+// Command benchprobe measures the probe's accuracy and cost against pg_test_fsync (docs/probes.md,
+// "Accuracy and cost against pg_test_fsync"). On the bare disk and on the simulated disk at chosen latencies it runs
 // our probe (probes.Run with its defaults) and pg_test_fsync (-s 5, its default) on the same
 // directory, alternating which goes first, and prints per method and write pattern both ops/s
 // and their ratio, both wall times and, on the simulated disk, the probe's fdatasync p50

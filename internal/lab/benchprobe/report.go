@@ -13,7 +13,7 @@ import (
 	"github.com/pgwal-advisor/pgwal-advisor/probes"
 )
 
-// The targets of issue 3, "Accuracy and cost".
+// The probe's accuracy and cost targets (docs/probes.md, "Accuracy and cost against pg_test_fsync").
 const (
 	// ratioTolerance: every method's ops/s within ±15% of pg_test_fsync's.
 	ratioTolerance = 0.15
@@ -188,7 +188,7 @@ func spread(runs []runResult, figure func(comparison) float64) (float64, string)
 	return worst, at
 }
 
-// targets sums up the runs against issue 3's targets, one line each.
+// targets sums up the runs against those targets, one line each.
 func (res *results) targets() []string {
 	var lines []string
 	within, total := 0, 0

@@ -1,4 +1,4 @@
-// Command footprint measures what pgwal-advisor costs the host it runs on (issue 5,
+// Command footprint measures what pgwal-advisor costs the host it runs on (docs/http.md,
 // "Footprint"): the daemon's CPU share of one core and its RSS at the default interval, the
 // latency of /metrics under 50 concurrent scrapers (wrk), and pgbench's tps with and without
 // the daemon. It prints figures, it does not judge them; scripts/bench-footprint.sh builds the

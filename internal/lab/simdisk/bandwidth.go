@@ -8,7 +8,7 @@ import (
 )
 
 // ParseBandwidth reads a bandwidth in bytes per second such as "80MB", "80MB/s", "80MiB" or
-// "0" (unlimited). kB, MB, GB and TB are decimal, as disk vendors and LAB.md's "80 MB/s" mean
+// "0" (unlimited). kB, MB, GB and TB are decimal, as disk vendors and docs/benchmarks.md's "80 MB/s" mean
 // them; KiB, MiB, GiB and TiB are binary. Units are case-insensitive, and a bare number is bytes.
 func ParseBandwidth(s string) (int64, error) {
 	in := s

@@ -61,7 +61,7 @@ func (dv *device) settings() (latency, jitter time.Duration, bandwidth int64) {
 // returns when the operation completes.
 //
 // Without a bandwidth limit operations do not queue: each sync pays its latency on its own, as
-// on a device with a deep command queue - what lets group commit scale (LAB.md, seed 002).
+// on a device with a deep command queue - what lets group commit scale (docs/benchmarks.md, seed 002 table).
 // With a limit the disk is one serial device: an operation starts when the one before it has
 // finished, so a sync issued behind a large write waits for that write to drain (seed 003).
 func (dv *device) reserve(now time.Time, bytes int64, sync bool) time.Time {

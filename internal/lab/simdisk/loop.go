@@ -18,7 +18,7 @@ import (
 //
 // FUSE writes through, so files on the simulated disk itself never pile up dirty pages in the
 // page cache; seed 003 is about exactly that pile. An ext4 loop device in between puts the
-// kernel's page cache and writeback above the slow device again (LAB.md, "Seed 003
+// kernel's page cache and writeback above the slow device again (docs/benchmarks.md, "Seed 003
 // reproduced"). The loop device uses direct I/O on its backing file so that the pages are not
 // cached a second time on the FUSE side.
 type LoopFS struct {

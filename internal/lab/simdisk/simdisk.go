@@ -4,7 +4,7 @@
 //
 // The machines the lab runs on have a virtual disk whose fsync costs about 0.1 ms, so the
 // effects in the seed documents (a 7200 RPM disk: milliseconds per sync) vanish there. Putting
-// a throwaway cluster's WAL on this disk brings them back (the lab notes, LAB.md, have the
+// a throwaway cluster's WAL on this disk brings them back (docs/benchmarks.md has the
 // reproduced figures). It is test and demo equipment, not something to run in production.
 //
 // What costs what:
@@ -208,7 +208,7 @@ func Mount(ctx context.Context, source, mountpoint string, opts Options, logger 
 	timeout := time.Second
 	server, err := fs.Mount(mountpoint, root, &fs.Options{
 		MountOptions: fuse.MountOptions{
-			// LAB.md: mounts without fusermount as root; allow_other so that the postgres user
+			// As root it mounts without fusermount; allow_other so that the postgres user
 			// can use a disk mounted by root.
 			DirectMount: true,
 			AllowOther:  true,
