@@ -26,6 +26,8 @@ type OpError struct {
 	Hint string
 	// Secrets are replaced wherever they occur in the text: DSNSecrets and the parsed password.
 	Secrets []string
+	// connect marks a Session's failed connect, which Session.Err does not wrap again.
+	connect bool
 }
 
 func (e *OpError) Error() string {

@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"go.uber.org/zap"
 
 	"github.com/pgwal-advisor/pgwal-advisor/collector"
@@ -45,52 +44,41 @@ type Options struct {
 	Logger *zap.Logger
 }
 
-// Collector reads collector.Postgres from one server. It holds one connection, opened on first
-// use and opened again after a failure. Its methods are safe for concurrent use: Collect and
-// SampleWaitEvents typically run from different goroutines.
+// Collector reads collector.Postgres from one server. It holds one Session, so one connection,
+// opened on first use and opened again after a failure. Its methods are safe for concurrent use:
+// Collect and SampleWaitEvents typically run from different goroutines.
 type Collector struct {
-	dsn     string
-	timeout time.Duration
-	walDir  string
-	logger  *zap.Logger
+	walDir string
+	logger *zap.Logger
 
 	// sem is a mutex that a caller can stop waiting for when its ctx ends. It guards everything
-	// below: the connection and the wait-event tally are shared by Collect and the sampler.
+	// below: the session and the wait-event tally are shared by Collect and the sampler.
 	sem     chan struct{}
-	conn    *pgx.Conn
-	server  serverInfo
-	secrets []string
+	session *Session
 	waits   waitTally
-}
-
-// serverInfo is what a connection learns once, when it is opened.
-type serverInfo struct {
-	versionNum int
-	version    string
-	user       string
-	// Membership (direct or through pg_monitor) of the roles that unhide data_directory and
-	// other roles' activity; superusers have both.
-	readAllSettings bool
-	readAllStats    bool
 }
 
 // New returns a Collector for dsn, a libpq keyword/value string or a postgres:// URL. An empty
 // dsn means libpq's defaults: the PG* environment variables and ~/.pgpass, as with psql. New does
 // not connect; the first Collect or SampleWaitEvents does.
 func New(dsn string, opts Options) *Collector {
-	if opts.QueryTimeout <= 0 {
-		opts.QueryTimeout = DefaultQueryTimeout
-	}
 	logger := opts.Logger
 	if logger == nil {
 		logger = zap.NewNop()
 	}
+	logger = logger.With(zap.String("collector", collector.PartPostgres))
 	return &Collector{
-		dsn:     dsn,
-		timeout: opts.QueryTimeout,
-		walDir:  opts.WALDir,
-		logger:  logger.With(zap.String("collector", collector.PartPostgres)),
-		sem:     make(chan struct{}, 1),
+		walDir: opts.WALDir,
+		logger: logger,
+		sem:    make(chan struct{}, 1),
+		session: NewSession(dsn, SessionOptions{
+			QueryTimeout:    opts.QueryTimeout,
+			ApplicationName: applicationName,
+			// to_jsonb prints timestamps with the session's offset; UTC keeps the parser's input
+			// uniform.
+			Params: map[string]string{"timezone": "UTC"},
+			Logger: logger,
+		}),
 	}
 }
 
@@ -119,11 +107,12 @@ func (c *Collector) Collect(ctx context.Context) (*collector.Postgres, error) {
 	if err := c.readStatus(ctx, pg); err != nil {
 		return nil, err
 	}
-	v := c.server.versionNum
-	pg.VersionNum, pg.Version = v, c.server.version
+	server := c.session.Server()
+	v := server.VersionNum
+	pg.VersionNum, pg.Version = v, server.Version
 
-	settingsOK := c.step(ctx, pg, "read pg_settings", func(ctx context.Context) error {
-		rows, err := c.conn.Query(ctx, settingsQuery(v), collector.SettingNames())
+	settingsOK := c.step(ctx, pg, "read pg_settings", func(ctx context.Context, conn *pgx.Conn) error {
+		rows, err := conn.Query(ctx, settingsQuery(v), collector.SettingNames())
 		if err != nil {
 			return err
 		}
@@ -144,9 +133,9 @@ func (c *Collector) Collect(ctx context.Context) (*collector.Postgres, error) {
 		pg.Notes = append(pg.Notes, fmt.Sprintf(
 			"WAL statistics need PostgreSQL 14 or later (pg_stat_wal); this server is %s, so only its settings are collected", pg.Version))
 	} else {
-		c.step(ctx, pg, "read pg_stat_wal", func(ctx context.Context) error {
+		c.step(ctx, pg, "read pg_stat_wal", func(ctx context.Context, conn *pgx.Conn) error {
 			var walJSON, ioJSON []byte
-			if err := c.conn.QueryRow(ctx, q).Scan(&walJSON, &ioJSON); err != nil {
+			if err := conn.QueryRow(ctx, q).Scan(&walJSON, &ioJSON); err != nil {
 				return err
 			}
 			w, err := parseWAL(v, walJSON, ioJSON)
@@ -159,9 +148,9 @@ func (c *Collector) Collect(ctx context.Context) (*collector.Postgres, error) {
 		if v >= checkpointerVersion {
 			view = "pg_stat_checkpointer"
 		}
-		c.step(ctx, pg, "read "+view, func(ctx context.Context) error {
+		c.step(ctx, pg, "read "+view, func(ctx context.Context, conn *pgx.Conn) error {
 			var row []byte
-			if err := c.conn.QueryRow(ctx, q).Scan(&row); err != nil {
+			if err := conn.QueryRow(ctx, q).Scan(&row); err != nil {
 				return err
 			}
 			cp, err := parseCheckpoints(v, row)
@@ -175,51 +164,40 @@ func (c *Collector) Collect(ctx context.Context) (*collector.Postgres, error) {
 	if failures > 0 {
 		pg.Notes = append(pg.Notes, fmt.Sprintf("%d wait-event samples failed since the last snapshot; the last: %s", failures, lastErr))
 	}
-	if waitEventsQuery(v) != "" && !c.server.readAllStats {
+	if waitEventsQuery(v) != "" && !server.ReadAllStats {
 		pg.Notes = append(pg.Notes, fmt.Sprintf(
 			"role %s sees only its own sessions in pg_stat_activity, so wait events miss the application's: GRANT pg_monitor TO %s",
-			c.server.user, QuoteIdent(c.server.user)))
+			server.User, QuoteIdent(server.User)))
 	}
 
-	c.resolveWALDir(pg, settingsOK)
+	c.resolveWALDir(pg, settingsOK, server.User)
 	return pg, nil
 }
 
 // readStatus (re)connects if needed and reads what changes when the server restarts or is
 // promoted. It is the first query of a Collect, so it also finds a connection that died since
-// the last one (a restart, a network blip) and retries once on a new one.
+// the last one (a restart, a network blip), and the session retries once on a new one.
 func (c *Collector) readStatus(ctx context.Context, pg *collector.Postgres) error {
-	for {
-		fresh, err := c.ensureConn(ctx)
-		if err != nil {
-			return err
-		}
-		qctx, cancel := context.WithTimeout(ctx, c.timeout)
-		err = c.conn.QueryRow(qctx, "SELECT pg_postmaster_start_time(), pg_is_in_recovery()").Scan(&pg.StartTime, &pg.InRecovery)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		broken := c.dropIfBroken(err)
-		// A new connection that fails, or a server that does not answer in time, is not helped by
-		// another attempt.
-		if fresh || !broken || isTimeout(err) {
-			return c.opErr("read server status", err)
-		}
+	err := c.session.Query(ctx, func(ctx context.Context, conn *pgx.Conn) error {
+		return conn.QueryRow(ctx, "SELECT pg_postmaster_start_time(), pg_is_in_recovery()").Scan(&pg.StartTime, &pg.InRecovery)
+	})
+	if err != nil {
+		return c.opErr("read server status", err)
 	}
+	return nil
 }
 
-// step runs one part of a Collect under the query timeout. A failure becomes a Note, since the
-// rest of the snapshot is still worth having; step reports whether the part succeeded.
-func (c *Collector) step(ctx context.Context, pg *collector.Postgres, what string, fn func(context.Context) error) bool {
-	if c.conn == nil {
-		pg.Notes = append(pg.Notes, what+": skipped: the connection to PostgreSQL was lost earlier in this collection")
+// step runs one part of a Collect under the query timeout, on the connection readStatus used:
+// a new one could be to another server (a failover in between), whose answers would not match
+// the version and status already read. A failure becomes a Note, since the rest of the snapshot
+// is still worth having; step reports whether the part succeeded.
+func (c *Collector) step(ctx context.Context, pg *collector.Postgres, what string, fn func(context.Context, *pgx.Conn) error) bool {
+	err := c.session.queryOpen(ctx, fn)
+	switch {
+	case errors.Is(err, errNotOpen):
+		pg.Notes = append(pg.Notes, what+": skipped: "+err.Error())
 		return false
-	}
-	qctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	if err := fn(qctx); err != nil {
-		c.dropIfBroken(err)
+	case err != nil:
 		pg.Notes = append(pg.Notes, c.opErr(what, err).Error())
 		return false
 	}
@@ -243,18 +221,16 @@ func (c *Collector) SampleWaitEvents(ctx context.Context) error {
 }
 
 func (c *Collector) sampleWaitEvents(ctx context.Context) error {
-	if _, err := c.ensureConn(ctx); err != nil {
-		return err
-	}
-	q := waitEventsQuery(c.server.versionNum)
-	if q == "" {
-		return nil
-	}
-	qctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	rows, err := c.conn.Query(qctx, q)
-	if err == nil {
-		var counts []waitCount
+	var counts []waitCount
+	err := c.session.Query(ctx, func(ctx context.Context, conn *pgx.Conn) error {
+		q := waitEventsQuery(c.session.Server().VersionNum)
+		if q == "" {
+			return nil
+		}
+		rows, err := conn.Query(ctx, q)
+		if err != nil {
+			return err
+		}
 		counts, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (waitCount, error) {
 			var eventType, event *string
 			var w waitCount
@@ -264,13 +240,13 @@ func (c *Collector) sampleWaitEvents(ctx context.Context) error {
 			}
 			return w, err
 		})
-		if err == nil {
-			c.waits.add(counts)
-			return nil
-		}
+		return err
+	})
+	if err != nil {
+		return c.opErr("sample pg_stat_activity", err)
 	}
-	c.dropIfBroken(err)
-	return c.opErr("sample pg_stat_activity", err)
+	c.waits.add(counts)
+	return nil
 }
 
 // Close closes the connection, if one is open.
@@ -279,121 +255,21 @@ func (c *Collector) Close(ctx context.Context) error {
 		return fmt.Errorf("close the connection to PostgreSQL: %w", err)
 	}
 	defer c.release()
-	if c.conn == nil {
-		return nil
-	}
-	err := c.conn.Close(ctx)
-	c.conn = nil
-	if err != nil {
+	if err := c.session.Close(ctx); err != nil {
 		return c.opErr("close the connection to PostgreSQL", err)
 	}
 	return nil
 }
 
-// ensureConn opens the connection unless one is open, and reports whether it opened one.
-func (c *Collector) ensureConn(ctx context.Context) (bool, error) {
-	if c.conn != nil && !c.conn.IsClosed() {
-		return false, nil
-	}
-	c.conn = nil
-	c.secrets = DSNSecrets(c.dsn)
-	cfg, err := pgx.ParseConfig(c.dsn)
-	if err != nil {
-		return false, &OpError{Op: "parse --dsn", Err: err, Hint: "use libpq keyword=value form or a postgres:// URL", Secrets: c.secrets}
-	}
-	// The password may also come from PGPASSWORD or ~/.pgpass.
-	c.secrets = append(c.secrets, cfg.Password)
-	if _, ok := cfg.RuntimeParams["application_name"]; !ok {
-		cfg.RuntimeParams["application_name"] = applicationName
-	}
-	// to_jsonb prints timestamps with the session's offset; UTC keeps the parser's input uniform.
-	cfg.RuntimeParams["timezone"] = "UTC"
-	if cfg.ConnectTimeout <= 0 || cfg.ConnectTimeout > c.timeout {
-		cfg.ConnectTimeout = c.timeout
-	}
-	op := fmt.Sprintf("connect to PostgreSQL at host=%s port=%d user=%s", cfg.Host, cfg.Port, cfg.User)
-	if cfg.Database != "" {
-		op += " dbname=" + cfg.Database
-	}
-
-	cctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	conn, err := pgx.ConnectConfig(cctx, cfg)
-	if err != nil {
-		hint := hintFor(err, cfg.User, c.timeout)
-		if hint == "" {
-			hint = "check --dsn"
-		}
-		return false, &OpError{Op: op, Err: err, Hint: hint, Secrets: c.secrets}
-	}
-	info, err := readServerInfo(cctx, conn)
-	if err != nil {
-		closeQuietly(conn)
-		return false, &OpError{Op: op + ": read the server version", Err: err, Hint: hintFor(err, cfg.User, c.timeout), Secrets: c.secrets}
-	}
-	c.conn, c.server = conn, info
-	c.logger.Info("connected to postgresql",
-		zap.String("host", cfg.Host), zap.Uint16("port", cfg.Port), zap.String("user", info.user),
-		zap.String("version", info.version), zap.Bool("pg_read_all_settings", info.readAllSettings),
-		zap.Bool("pg_read_all_stats", info.readAllStats))
-	return true, nil
-}
-
-// readServerInfo reads what stays fixed for the life of a connection.
-func readServerInfo(ctx context.Context, conn *pgx.Conn) (serverInfo, error) {
-	var s serverInfo
-	err := conn.QueryRow(ctx, "SELECT current_setting('server_version_num')::int, current_setting('server_version'), current_user").
-		Scan(&s.versionNum, &s.version, &s.user)
-	if err != nil {
-		return s, err
-	}
-	if s.versionNum >= 100000 {
-		// pg_has_role is true for superusers too. The roles exist from 10 on.
-		err = conn.QueryRow(ctx, "SELECT pg_has_role('pg_read_all_settings', 'USAGE'), pg_has_role('pg_read_all_stats', 'USAGE')").
-			Scan(&s.readAllSettings, &s.readAllStats)
-	} else {
-		err = conn.QueryRow(ctx, "SELECT rolsuper, rolsuper FROM pg_roles WHERE rolname = current_user").
-			Scan(&s.readAllSettings, &s.readAllStats)
-	}
-	return s, err
-}
-
-// dropIfBroken closes the connection after a failure that leaves it unusable or suspect, so
-// that the next call opens a new one, and reports whether it did. A query cut short by its
-// deadline may leave the protocol mid-message: a new connection is cheaper than finding out.
-func (c *Collector) dropIfBroken(err error) bool {
-	if c.conn == nil {
-		return true
-	}
-	if !c.conn.IsClosed() && !isTimeout(err) && !errors.Is(err, context.Canceled) {
-		return false
-	}
-	closeQuietly(c.conn)
-	c.conn = nil
-	c.logger.Warn("connection to postgresql lost", zap.String("error", redact(err.Error(), c.secrets)))
-	return true
-}
-
-func isTimeout(err error) bool {
-	return errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err)
-}
-
-// closeQuietly closes a connection that has already failed; its error adds nothing.
-func closeQuietly(conn *pgx.Conn) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	_ = conn.Close(ctx)
-}
-
 // opErr describes a failed query with what to do about it.
 func (c *Collector) opErr(op string, err error) error {
-	return &OpError{Op: op, Err: err, Hint: hintFor(err, c.server.user, c.timeout), Secrets: c.secrets}
+	return c.session.Err(op, err, c.session.Hint(err))
 }
 
 // resolveWALDir sets WALDir: --wal-dir when given, else data_directory/pg_wal with symlinks
 // resolved (initdb -X and many installations make pg_wal a symlink to another file system, and
 // the storage collector must look at that one). When it cannot, a Note says what to do.
-func (c *Collector) resolveWALDir(pg *collector.Postgres, settingsOK bool) {
+func (c *Collector) resolveWALDir(pg *collector.Postgres, settingsOK bool, user string) {
 	if c.walDir != "" {
 		dir, err := filepath.EvalSymlinks(c.walDir)
 		if err != nil {
@@ -411,7 +287,7 @@ func (c *Collector) resolveWALDir(pg *collector.Postgres, settingsOK bool) {
 	case pg.DataDir == "":
 		pg.Notes = append(pg.Notes, fmt.Sprintf(
 			"data_directory is hidden from role %s, so the WAL directory is unknown: GRANT pg_monitor TO %s (it includes pg_read_all_settings), or set --wal-dir",
-			c.server.user, QuoteIdent(c.server.user)))
+			user, QuoteIdent(user)))
 		return
 	}
 	sub := "pg_wal"

@@ -22,7 +22,7 @@ func (c *Collector) TargetStatus(err error) string {
 		return collector.TargetOK
 	}
 	defer c.release()
-	if c.conn != nil && (!c.server.readAllSettings || !c.server.readAllStats) {
+	if server := c.session.Server(); c.session.Open() && (!server.ReadAllSettings || !server.ReadAllStats) {
 		return collector.TargetMissingPrivileges
 	}
 	return collector.TargetOK

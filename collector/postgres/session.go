@@ -1,0 +1,255 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"go.uber.org/zap"
+)
+
+// SessionOptions configure a Session.
+type SessionOptions struct {
+	// QueryTimeout bounds every query and every connection attempt, so that a hung server never
+	// hangs the caller; 0 means DefaultQueryTimeout.
+	QueryTimeout time.Duration
+	// ApplicationName is what pg_stat_activity shows, unless the DSN (or PGAPPNAME) names it.
+	ApplicationName string
+	// Params are run-time parameters set on every connection (timezone, say); the DSN's win
+	// only where these leave a name out.
+	Params map[string]string
+	// Purpose ends the connect step's text ("connect to PostgreSQL at ... to apply settings"),
+	// so that an operator can tell which of the advisor's connections failed; "" adds nothing.
+	Purpose string
+	// Logger logs connects and lost connections; nil logs nothing.
+	Logger *zap.Logger
+}
+
+// ServerInfo is what a connection learns once, when it is opened.
+type ServerInfo struct {
+	VersionNum int
+	Version    string
+	User       string
+	Superuser  bool
+	// Membership (direct or through pg_monitor) of the roles that unhide data_directory and
+	// other roles' activity; superusers have both.
+	ReadAllSettings bool
+	ReadAllStats    bool
+}
+
+// Session is one connection to one PostgreSQL server, opened on first use and opened again
+// after a failure, with one set of rules for the collector and for apply: every query and the
+// connect run under the query timeout; a connection that a failure leaves dead or suspect is
+// dropped; errors are OpErrors that never carry the DSN's password.
+//
+// A Session is not safe for concurrent use: its owner serializes the calls (the collector with
+// a semaphore its callers can stop waiting for, apply with a mutex).
+type Session struct {
+	dsn    string
+	opts   SessionOptions
+	logger *zap.Logger
+
+	conn    *pgx.Conn
+	server  ServerInfo
+	secrets []string
+}
+
+// NewSession returns a Session for dsn, a libpq keyword/value string or a postgres:// URL. An
+// empty dsn means libpq's defaults: the PG* environment variables and ~/.pgpass, as with psql.
+// It does not connect until first used.
+func NewSession(dsn string, opts SessionOptions) *Session {
+	if opts.QueryTimeout <= 0 {
+		opts.QueryTimeout = DefaultQueryTimeout
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	// Until a connect parses the DSN, an error can only quote what it holds as written.
+	return &Session{dsn: dsn, opts: opts, logger: logger, secrets: DSNSecrets(dsn)}
+}
+
+// Server is what the current connection learned when it was opened; the zero value when no
+// connection has been opened yet. It stays after the connection is lost, until the next one.
+func (s *Session) Server() ServerInfo { return s.server }
+
+// Open reports whether a connection is open (as far as the client knows: a server that went
+// away is only noticed by the next query).
+func (s *Session) Open() bool { return s.conn != nil && !s.conn.IsClosed() }
+
+// QueryTimeout is the bound of every query and connection attempt.
+func (s *Session) QueryTimeout() time.Duration { return s.opts.QueryTimeout }
+
+// Query runs fn on the connection under the query timeout, connecting first if none is open.
+// When a connection that was already open turns out to be dead (a restart, a terminated
+// backend, a network blip since the last use), it is dropped and fn runs once more on a new
+// one; so fn must be safe to run twice: a read, or a statement whose repetition changes nothing
+// (ALTER SYSTEM SET x = v, pg_reload_conf()). A timeout is not retried: a server that does not
+// answer in time is not helped by a second wait. A failed connect returns an *OpError; fn's
+// error is returned as it is, for the caller to name its step (Err).
+func (s *Session) Query(ctx context.Context, fn func(context.Context, *pgx.Conn) error) error {
+	return s.query(ctx, true, fn)
+}
+
+// queryOpen runs fn once on the open connection, and never connects: for the steps of a Collect
+// that must see the server its first step saw. It returns errNotOpen when no connection is open.
+func (s *Session) queryOpen(ctx context.Context, fn func(context.Context, *pgx.Conn) error) error {
+	if !s.Open() {
+		return errNotOpen
+	}
+	return s.query(ctx, false, fn)
+}
+
+var errNotOpen = errors.New("the connection to PostgreSQL was lost earlier in this collection")
+
+func (s *Session) query(ctx context.Context, redial bool, fn func(context.Context, *pgx.Conn) error) error {
+	for attempt := 0; ; attempt++ {
+		fresh, err := s.connect(ctx)
+		if err != nil {
+			return err
+		}
+		qctx, cancel := context.WithTimeout(ctx, s.opts.QueryTimeout)
+		err = fn(qctx, s.conn)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		broken := s.dropIfBroken(err)
+		// A new connection that fails is not helped by another, unless the server saw nothing
+		// of the query (pgconn.SafeToRetry: it failed before anything was sent).
+		retry := redial && attempt == 0 && broken && !isTimeout(err) && ctx.Err() == nil &&
+			(!fresh || pgconn.SafeToRetry(err))
+		if !retry {
+			return err
+		}
+	}
+}
+
+// Err is the failed step op with its cause and hint, its text free of the DSN's password. A
+// failed connect is returned as it is: it already names its own step, and wrapping it again
+// would name two.
+func (s *Session) Err(op string, err error, hint string) error {
+	var opErr *OpError
+	if errors.As(err, &opErr) && opErr.connect {
+		return err
+	}
+	return &OpError{Op: op, Err: err, Hint: hint, Secrets: s.secrets}
+}
+
+// Hint says what an operator can do about err, for the role this session connects as.
+func (s *Session) Hint(err error) string {
+	return hintFor(err, s.server.User, s.opts.QueryTimeout)
+}
+
+// Close closes the connection, if one is open.
+func (s *Session) Close(ctx context.Context) error {
+	if s.conn == nil {
+		return nil
+	}
+	err := s.conn.Close(ctx)
+	s.conn = nil
+	return err
+}
+
+// connect opens the connection unless one is open, and reports whether it opened one.
+func (s *Session) connect(ctx context.Context) (bool, error) {
+	if s.Open() {
+		return false, nil
+	}
+	s.conn = nil
+	s.secrets = DSNSecrets(s.dsn)
+	cfg, err := pgx.ParseConfig(s.dsn)
+	if err != nil {
+		return false, &OpError{Op: "parse --dsn", Err: err, Hint: "use libpq keyword=value form or a postgres:// URL", Secrets: s.secrets, connect: true}
+	}
+	// The password may also come from PGPASSWORD or ~/.pgpass.
+	s.secrets = append(s.secrets, cfg.Password)
+	if _, ok := cfg.RuntimeParams["application_name"]; !ok && s.opts.ApplicationName != "" {
+		cfg.RuntimeParams["application_name"] = s.opts.ApplicationName
+	}
+	for k, v := range s.opts.Params {
+		cfg.RuntimeParams[k] = v
+	}
+	timeout := s.opts.QueryTimeout
+	if cfg.ConnectTimeout <= 0 || cfg.ConnectTimeout > timeout {
+		cfg.ConnectTimeout = timeout
+	}
+	op := fmt.Sprintf("connect to PostgreSQL at host=%s port=%d user=%s", cfg.Host, cfg.Port, cfg.User)
+	if cfg.Database != "" {
+		op += " dbname=" + cfg.Database
+	}
+	if s.opts.Purpose != "" {
+		op += " " + s.opts.Purpose
+	}
+
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(cctx, cfg)
+	if err != nil {
+		hint := hintFor(err, cfg.User, timeout)
+		if hint == "" {
+			hint = "check --dsn"
+		}
+		return false, &OpError{Op: op, Err: err, Hint: hint, Secrets: s.secrets, connect: true}
+	}
+	info, err := readServerInfo(cctx, conn)
+	if err != nil {
+		closeQuietly(conn)
+		return false, &OpError{Op: op + ": read the server version and role", Err: err, Hint: hintFor(err, cfg.User, timeout), Secrets: s.secrets, connect: true}
+	}
+	s.conn, s.server = conn, info
+	s.logger.Info("connected to postgresql",
+		zap.String("host", cfg.Host), zap.Uint16("port", cfg.Port), zap.String("user", info.User),
+		zap.String("version", info.Version), zap.Bool("superuser", info.Superuser),
+		zap.Bool("pg_read_all_settings", info.ReadAllSettings), zap.Bool("pg_read_all_stats", info.ReadAllStats))
+	return true, nil
+}
+
+// readServerInfo reads what stays fixed for the life of a connection.
+func readServerInfo(ctx context.Context, conn *pgx.Conn) (ServerInfo, error) {
+	var s ServerInfo
+	err := conn.QueryRow(ctx, `SELECT current_setting('server_version_num')::int, current_setting('server_version'), current_user,
+		(SELECT rolsuper FROM pg_roles WHERE rolname = current_user)`).
+		Scan(&s.VersionNum, &s.Version, &s.User, &s.Superuser)
+	if err != nil {
+		return s, err
+	}
+	if s.VersionNum >= 100000 {
+		// pg_has_role is true for superusers too. The roles exist from 10 on.
+		err = conn.QueryRow(ctx, "SELECT pg_has_role('pg_read_all_settings', 'USAGE'), pg_has_role('pg_read_all_stats', 'USAGE')").
+			Scan(&s.ReadAllSettings, &s.ReadAllStats)
+	} else {
+		s.ReadAllSettings, s.ReadAllStats = s.Superuser, s.Superuser
+	}
+	return s, err
+}
+
+// dropIfBroken closes the connection after a failure that leaves it unusable or suspect, so
+// that the next call opens a new one, and reports whether it did. A query cut short by its
+// deadline may leave the protocol mid-message: a new connection is cheaper than finding out.
+func (s *Session) dropIfBroken(err error) bool {
+	if s.conn == nil {
+		return true
+	}
+	if !s.conn.IsClosed() && !isTimeout(err) && !errors.Is(err, context.Canceled) && !pgconn.SafeToRetry(err) {
+		return false
+	}
+	closeQuietly(s.conn)
+	s.conn = nil
+	s.logger.Warn("connection to postgresql lost", zap.String("error", redact(err.Error(), s.secrets)))
+	return true
+}
+
+func isTimeout(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err)
+}
+
+// closeQuietly closes a connection that has already failed; its error adds nothing.
+func closeQuietly(conn *pgx.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = conn.Close(ctx)
+}
