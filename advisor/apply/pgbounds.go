@@ -17,17 +17,17 @@ import (
 func (p *Postgres) ServerBounds(ctx context.Context, name string) (lo, hi float64, ok bool, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if err := p.ensureConn(ctx); err != nil {
+	if err := p.session.Connect(ctx); err != nil {
 		return 0, 0, false, err
 	}
 	var minVal, maxVal, unit *string
 	var vartype string
-	err = p.query(ctx, func(ctx context.Context) error {
-		return p.conn.QueryRow(ctx, `SELECT vartype, min_val, max_val, unit FROM pg_settings WHERE name = $1`, name).
+	err = p.session.Query(ctx, func(ctx context.Context, conn *pgx.Conn) error {
+		return conn.QueryRow(ctx, `SELECT vartype, min_val, max_val, unit FROM pg_settings WHERE name = $1`, name).
 			Scan(&vartype, &minVal, &maxVal, &unit)
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, 0, false, fmt.Errorf("read the bounds of %s: PostgreSQL %d has no such setting", name, p.version)
+		return 0, 0, false, fmt.Errorf("read the bounds of %s: PostgreSQL %d has no such setting", name, p.session.Server().VersionNum)
 	}
 	if err != nil {
 		return 0, 0, false, p.opErr("read the bounds of "+name+" from pg_settings", err, "")

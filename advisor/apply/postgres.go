@@ -16,12 +16,10 @@ import (
 	"github.com/pgwal-advisor/pgwal-advisor/collector/postgres"
 )
 
-// DefaultQueryTimeout bounds each query of the Postgres actuator.
-const DefaultQueryTimeout = 5 * time.Second
-
 // PostgresOptions configure a Postgres actuator.
 type PostgresOptions struct {
-	// QueryTimeout bounds each query and the connection attempt; 0 means DefaultQueryTimeout.
+	// QueryTimeout bounds each query and the connection attempt; 0 means
+	// postgres.DefaultQueryTimeout.
 	QueryTimeout time.Duration
 	// ConfirmTimeout bounds the wait for the running value to match after pg_reload_conf();
 	// 0 means DefaultConfirmTimeout.
@@ -35,27 +33,20 @@ type PostgresOptions struct {
 //
 // The role needs superuser, or on PostgreSQL 15 and later ALTER SYSTEM on each setting and
 // EXECUTE on pg_reload_conf() (docs/apply.md); without them Writable says what to grant.
-// It holds one connection of its own, opened on first use and again after a failure; its
-// methods are safe for concurrent use. Errors never carry the DSN's password.
+// It holds one connection of its own (a postgres.Session, the collector's rules for connecting,
+// timeouts, redialing and errors), opened on first use and again after a failure; its methods
+// are safe for concurrent use. Errors never carry the DSN's password.
 type Postgres struct {
-	dsn    string
 	opts   PostgresOptions
 	logger *zap.Logger
 
 	mu      sync.Mutex
-	conn    *pgx.Conn
-	secrets []string
-	version int
-	user    string
-	super   bool
+	session *postgres.Session
 }
 
 // NewPostgres returns an actuator for dsn (libpq keywords or a URL; empty: the PG* environment).
 // It does not connect until first used.
 func NewPostgres(dsn string, opts PostgresOptions) *Postgres {
-	if opts.QueryTimeout <= 0 {
-		opts.QueryTimeout = DefaultQueryTimeout
-	}
 	if opts.ConfirmTimeout <= 0 {
 		opts.ConfirmTimeout = DefaultConfirmTimeout
 	}
@@ -63,7 +54,13 @@ func NewPostgres(dsn string, opts PostgresOptions) *Postgres {
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	return &Postgres{dsn: dsn, opts: opts, logger: logger.With(zap.String("actuator", "postgres"))}
+	logger = logger.With(zap.String("actuator", "postgres"))
+	return &Postgres{opts: opts, logger: logger, session: postgres.NewSession(dsn, postgres.SessionOptions{
+		QueryTimeout:    opts.QueryTimeout,
+		ApplicationName: "pgwal-advisor-apply",
+		Purpose:         "to apply settings",
+		Logger:          logger,
+	})}
 }
 
 // Owns reports whether name is a PostgreSQL setting (not a vm.* kernel knob).
@@ -73,12 +70,7 @@ func (p *Postgres) Owns(name string) bool { return !strings.HasPrefix(name, "vm.
 func (p *Postgres) Close(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.conn == nil {
-		return nil
-	}
-	err := p.conn.Close(ctx)
-	p.conn = nil
-	if err != nil {
+	if err := p.session.Close(ctx); err != nil {
 		return p.opErr("close the apply connection to PostgreSQL", err, "")
 	}
 	return nil
@@ -88,7 +80,7 @@ func (p *Postgres) Close(ctx context.Context) error {
 func (p *Postgres) Read(ctx context.Context, name string) (Value, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if err := p.ensureConn(ctx); err != nil {
+	if err := p.session.Connect(ctx); err != nil {
 		return Value{}, err
 	}
 	return p.read(ctx, name)
@@ -99,19 +91,20 @@ func (p *Postgres) Read(ctx context.Context, name string) (Value, error) {
 func (p *Postgres) Writable(ctx context.Context, name string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if err := p.ensureConn(ctx); err != nil {
+	if err := p.session.Connect(ctx); err != nil {
 		return err
 	}
-	if p.super {
+	server := p.session.Server()
+	if server.Superuser {
 		return nil
 	}
-	role := postgres.QuoteIdent(p.user)
-	if p.version < 150000 {
+	role := postgres.QuoteIdent(server.User)
+	if server.VersionNum < 150000 {
 		return fmt.Errorf("role %s may not ALTER SYSTEM %s: before PostgreSQL 15 only a superuser can; connect as one in apply mode, or apply the recommendation by hand", role, name)
 	}
 	var alter, reload bool
-	err := p.query(ctx, func(ctx context.Context) error {
-		return p.conn.QueryRow(ctx, "SELECT has_parameter_privilege($1, 'ALTER SYSTEM'), has_function_privilege('pg_reload_conf()', 'EXECUTE')", name).Scan(&alter, &reload)
+	err := p.session.Query(ctx, func(ctx context.Context, conn *pgx.Conn) error {
+		return conn.QueryRow(ctx, "SELECT has_parameter_privilege($1, 'ALTER SYSTEM'), has_function_privilege('pg_reload_conf()', 'EXECUTE')", name).Scan(&alter, &reload)
 	})
 	if err != nil {
 		return p.opErr("check the privilege to ALTER SYSTEM "+name, err, "")
@@ -144,7 +137,7 @@ func (p *Postgres) SegmentBytes(ctx context.Context) (int64, error) {
 func (p *Postgres) Set(ctx context.Context, name, value string) (Value, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if err := p.ensureConn(ctx); err != nil {
+	if err := p.session.Connect(ctx); err != nil {
 		return Value{}, err
 	}
 	if strings.ContainsAny(value, "\\\x00\n") {
@@ -188,7 +181,7 @@ func (p *Postgres) Set(ctx context.Context, name, value string) (Value, error) {
 func (p *Postgres) Restore(ctx context.Context, name string, old Value) (Value, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if err := p.ensureConn(ctx); err != nil {
+	if err := p.session.Connect(ctx); err != nil {
 		return Value{}, err
 	}
 	return p.restore(ctx, name, old)
@@ -224,8 +217,8 @@ func (p *Postgres) reloadAndWait(ctx context.Context, name string, done func(Val
 	// confirms a change waits until it has moved, or a read could see the old configuration.
 	var ok bool
 	var loaded time.Time
-	err := p.query(ctx, func(ctx context.Context) error {
-		return p.conn.QueryRow(ctx, "SELECT pg_conf_load_time(), pg_reload_conf()").Scan(&loaded, &ok)
+	err := p.session.Query(ctx, func(ctx context.Context, conn *pgx.Conn) error {
+		return conn.QueryRow(ctx, "SELECT pg_conf_load_time(), pg_reload_conf()").Scan(&loaded, &ok)
 	})
 	if err != nil {
 		return Value{}, p.alterErr("pg_reload_conf()", name, err)
@@ -238,8 +231,8 @@ func (p *Postgres) reloadAndWait(ctx context.Context, name string, done func(Val
 		// The reload is asynchronous: the postmaster rereads the files, then signals the
 		// backends, this one included, which applies it before its next query.
 		var now time.Time
-		if err := p.query(ctx, func(ctx context.Context) error {
-			return p.conn.QueryRow(ctx, "SELECT pg_conf_load_time()").Scan(&now)
+		if err := p.session.Query(ctx, func(ctx context.Context, conn *pgx.Conn) error {
+			return conn.QueryRow(ctx, "SELECT pg_conf_load_time()").Scan(&now)
 		}); err != nil {
 			return Value{}, p.opErr("read pg_conf_load_time()", err, "")
 		}
@@ -265,12 +258,12 @@ func (p *Postgres) reloadAndWait(ctx context.Context, name string, done func(Val
 func (p *Postgres) read(ctx context.Context, name string) (Value, error) {
 	var v Value
 	var sourceFile *string
-	err := p.query(ctx, func(ctx context.Context) error {
-		return p.conn.QueryRow(ctx, `SELECT current_setting(name), source, sourcefile, context, pending_restart, coalesce(enumvals, '{}')
+	err := p.session.Query(ctx, func(ctx context.Context, conn *pgx.Conn) error {
+		return conn.QueryRow(ctx, `SELECT current_setting(name), source, sourcefile, context, pending_restart, coalesce(enumvals, '{}')
 			FROM pg_settings WHERE name = $1`, name).Scan(&v.Value, &v.Source, &sourceFile, &v.Context, &v.PendingRestart, &v.EnumVals)
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return v, fmt.Errorf("read %s: PostgreSQL %d has no such setting", name, p.version)
+		return v, fmt.Errorf("read %s: PostgreSQL %d has no such setting", name, p.session.Server().VersionNum)
 	}
 	if err != nil {
 		return v, p.opErr("read "+name+" from pg_settings", err, "")
@@ -282,8 +275,8 @@ func (p *Postgres) read(ctx context.Context, name string) (Value, error) {
 	// reads the files now. Only superusers may read it by default; pg_settings' sourcefile
 	// (pg_read_all_settings) tells as much for a value that is running.
 	var auto string
-	err = p.query(ctx, func(ctx context.Context) error {
-		return p.conn.QueryRow(ctx, `SELECT setting FROM pg_file_settings
+	err = p.session.Query(ctx, func(ctx context.Context, conn *pgx.Conn) error {
+		return conn.QueryRow(ctx, `SELECT setting FROM pg_file_settings
 			WHERE name = $1 AND sourcefile LIKE '%/postgresql.auto.conf' ORDER BY seqno DESC LIMIT 1`, name).Scan(&auto)
 	})
 	var pgErr *pgconn.PgError
@@ -295,7 +288,7 @@ func (p *Postgres) read(ctx context.Context, name string) (Value, error) {
 		switch {
 		case v.Source == "configuration file" && v.SourceFile == "":
 			return v, fmt.Errorf("cannot tell whether %s comes from postgresql.auto.conf: role %s sees neither pg_file_settings nor pg_settings.sourcefile, and rollback needs to know (GRANT pg_read_all_settings TO %s; pg_monitor includes it)",
-				name, postgres.QuoteIdent(p.user), postgres.QuoteIdent(p.user))
+				name, postgres.QuoteIdent(p.session.Server().User), postgres.QuoteIdent(p.session.Server().User))
 		case strings.HasSuffix(v.SourceFile, "postgresql.auto.conf"):
 			s := v.Value
 			v.AutoConf = &s
@@ -308,86 +301,23 @@ func (p *Postgres) read(ctx context.Context, name string) (Value, error) {
 
 // privilegeHint is what to grant when a statement was refused.
 func (p *Postgres) privilegeHint(name string) string {
-	role := postgres.QuoteIdent(p.user)
-	if p.version >= 150000 {
+	role := postgres.QuoteIdent(p.session.Server().User)
+	if p.session.Server().VersionNum >= 150000 {
 		return fmt.Sprintf("as a superuser: GRANT ALTER SYSTEM ON PARAMETER %s TO %s; GRANT EXECUTE ON FUNCTION pg_reload_conf() TO %s", name, role, role)
 	}
 	return "before PostgreSQL 15 only a superuser may ALTER SYSTEM"
 }
 
 func (p *Postgres) exec(ctx context.Context, sql string) error {
-	return p.query(ctx, func(ctx context.Context) error {
-		_, err := p.conn.Exec(ctx, sql)
+	return p.session.Query(ctx, func(ctx context.Context, conn *pgx.Conn) error {
+		_, err := conn.Exec(ctx, sql)
 		return err
 	})
 }
 
-// query runs fn under the query timeout and drops a connection that the failure left unusable.
-// A connection found dead before anything was sent (the server restarted since the last use)
-// is replaced and fn tried once more: pgconn.SafeToRetry says the server saw nothing of it.
-func (p *Postgres) query(ctx context.Context, fn func(context.Context) error) error {
-	for attempt := 0; ; attempt++ {
-		if p.conn == nil {
-			if err := p.ensureConn(ctx); err != nil {
-				return err
-			}
-		}
-		qctx, cancel := context.WithTimeout(ctx, p.opts.QueryTimeout)
-		err := fn(qctx)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if p.conn.IsClosed() || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || pgconn.Timeout(err) || pgconn.SafeToRetry(err) {
-			cctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_ = p.conn.Close(cctx) // already failed; its error adds nothing
-			cancel()
-			p.conn = nil
-			if attempt == 0 && pgconn.SafeToRetry(err) && ctx.Err() == nil {
-				continue
-			}
-		}
-		return err
-	}
-}
-
-func (p *Postgres) ensureConn(ctx context.Context) error {
-	if p.conn != nil && !p.conn.IsClosed() {
-		return nil
-	}
-	p.conn = nil
-	p.secrets = postgres.DSNSecrets(p.dsn)
-	cfg, err := pgx.ParseConfig(p.dsn)
-	if err != nil {
-		return p.opErr("parse --dsn", err, "use libpq keyword=value form or a postgres:// URL")
-	}
-	p.secrets = append(p.secrets, cfg.Password)
-	if _, ok := cfg.RuntimeParams["application_name"]; !ok {
-		cfg.RuntimeParams["application_name"] = "pgwal-advisor-apply"
-	}
-	if cfg.ConnectTimeout <= 0 || cfg.ConnectTimeout > p.opts.QueryTimeout {
-		cfg.ConnectTimeout = p.opts.QueryTimeout
-	}
-	op := fmt.Sprintf("connect to PostgreSQL at host=%s port=%d user=%s to apply settings", cfg.Host, cfg.Port, cfg.User)
-	cctx, cancel := context.WithTimeout(ctx, p.opts.QueryTimeout)
-	defer cancel()
-	conn, err := pgx.ConnectConfig(cctx, cfg)
-	if err != nil {
-		return p.opErr(op, err, "is the server running? check --dsn and that pg_hba.conf admits this user")
-	}
-	err = conn.QueryRow(cctx, "SELECT current_setting('server_version_num')::int, current_user, (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)").
-		Scan(&p.version, &p.user, &p.super)
-	if err != nil {
-		_ = conn.Close(context.Background()) // already failed
-		return p.opErr(op+": read the server version and role", err, "")
-	}
-	p.conn = conn
-	return nil
-}
-
 // opErr is a failed step whose text never carries the DSN's password (the collector's error type).
 func (p *Postgres) opErr(op string, err error, hint string) error {
-	return &postgres.OpError{Op: op, Err: err, Hint: hint, Secrets: p.secrets}
+	return p.session.Err(op, err, hint)
 }
 
 // alterErr is opErr for a statement that changes setting: a refusal (42501) says what to grant.

@@ -83,6 +83,13 @@ func (s *Session) Open() bool { return s.conn != nil && !s.conn.IsClosed() }
 // QueryTimeout is the bound of every query and connection attempt.
 func (s *Session) QueryTimeout() time.Duration { return s.opts.QueryTimeout }
 
+// Connect opens the connection unless one is open: for a caller that needs Server before its
+// first query.
+func (s *Session) Connect(ctx context.Context) error {
+	_, err := s.connect(ctx)
+	return err
+}
+
 // Query runs fn on the connection under the query timeout, connecting first if none is open.
 // When a connection that was already open turns out to be dead (a restart, a terminated
 // backend, a network blip since the last use), it is dropped and fn runs once more on a new
