@@ -9,6 +9,10 @@
 // pg_monitor brings pg_read_all_settings (data_directory, hence the WAL directory) and
 // pg_read_all_stats (the wait events of other roles' sessions). Without it the collector still
 // collects, and its Notes say what it could not see.
+//
+// Session is the connection both the collector and apply's PostgreSQL actuator use: one set of
+// rules for connecting, timeouts, redialing a lost connection and errors that never show the
+// DSN's password.
 package postgres
 
 import (

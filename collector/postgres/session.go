@@ -80,9 +80,6 @@ func (s *Session) Server() ServerInfo { return s.server }
 // away is only noticed by the next query).
 func (s *Session) Open() bool { return s.conn != nil && !s.conn.IsClosed() }
 
-// QueryTimeout is the bound of every query and connection attempt.
-func (s *Session) QueryTimeout() time.Duration { return s.opts.QueryTimeout }
-
 // Connect opens the connection unless one is open: for a caller that needs Server before its
 // first query.
 func (s *Session) Connect(ctx context.Context) error {
