@@ -233,7 +233,9 @@ func evalWriteCacheUnsafe(in Input) Result {
 		}
 	}
 	evidence := verdictEvidence(v)
-	if rotational != nil {
+	// The verdict cites rotational when its facts knew it; add it only when it came from the
+	// snapshot instead, so that it is cited once.
+	if _, cited := v.Evidence["rotational"]; !cited && rotational != nil {
 		evidence = append(evidence, Evidence{Name: "rotational", Value: boolValue(*rotational), Unit: UnitBool})
 	}
 	current := writeCache
@@ -280,6 +282,18 @@ func evalWriteCacheUnsafe(in Input) Result {
 	return found()
 }
 
+// verdictUnit is the unit of a verdict figure that is not in microseconds (probes.Judge names
+// them).
+func verdictUnit(name string) string {
+	switch name {
+	case "rotational", "write_cache_write_back", "fua", "volatile", "virtual":
+		return UnitBool
+	case "sync_write_ratio":
+		return UnitRatio
+	}
+	return ""
+}
+
 // verdictEvidence turns the verdict's figures into evidence in base units: the probes name
 // microsecond figures with a _us suffix.
 func verdictEvidence(v probes.Verdict) []Evidence {
@@ -295,7 +309,7 @@ func verdictEvidence(v probes.Verdict) []Evidence {
 			out = append(out, Evidence{Name: name + "_seconds", Value: usSeconds(val), Unit: UnitSeconds})
 			continue
 		}
-		out = append(out, Evidence{Name: k, Value: val})
+		out = append(out, Evidence{Name: k, Value: val, Unit: verdictUnit(k)})
 	}
 	return out
 }

@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -200,6 +201,57 @@ func TestProbeDisabled(t *testing.T) {
 			}
 			if tc.want == 1 && !strings.Contains(res.Findings[0].Summary, tc.reason) {
 				t.Errorf("summary %q lacks the reason %q", res.Findings[0].Summary, tc.reason)
+			}
+		})
+	}
+}
+
+// Every finding Run returns has a list of evidence, [] when the rule cites none (probe-disabled
+// cites none): `check --format json` and /api/v1/findings promise a list, never null.
+func TestRunEvidenceIsAList(t *testing.T) {
+	in := scenario{}.input(nil)
+	in.ProbeDisabled = "no probe directory"
+	var n int
+	for _, o := range Run(All(), in) {
+		for _, f := range o.Findings {
+			n++
+			if f.Evidence == nil {
+				t.Errorf("%s: evidence is nil", f.Rule)
+			}
+			if b, _ := json.Marshal(f); strings.Contains(string(b), `"evidence":null`) {
+				t.Errorf("%s: JSON %s", f.Rule, b)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no finding to check: the probe-disabled finding was expected")
+	}
+}
+
+// The verdict probes.Judge gives already cites rotational (and the rule adds it from the
+// snapshot only when the verdict lacks it): it is cited once, as a bool.
+func TestWriteCacheUnsafeCitesRotationalOnce(t *testing.T) {
+	yes := true
+	ext4 := &collector.Storage{FSType: "ext4", Rotational: &yes, WriteCache: "write back"}
+	for name, facts := range map[string]probes.DeviceFacts{
+		"from the verdict":  {FSType: "ext4", Rotational: &yes, WriteCache: "write back"},
+		"from the snapshot": {FSType: "ext4", WriteCache: "write back"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := fastDiskProbe()
+			p.Durability = probes.Judge(p, facts)
+			got := evalWriteCacheUnsafe(scenario{storage: ext4}.input(p))
+			if len(got.Findings) != 1 {
+				t.Fatalf("got %d findings, want 1: %+v", len(got.Findings), got)
+			}
+			var cited []Evidence
+			for _, e := range got.Findings[0].Evidence {
+				if e.Name == "rotational" {
+					cited = append(cited, e)
+				}
+			}
+			if len(cited) != 1 || cited[0].Value != 1 || cited[0].Unit != UnitBool {
+				t.Errorf("rotational cited as %+v, want once, 1, bool", cited)
 			}
 		})
 	}

@@ -60,8 +60,8 @@ type Outcome struct {
 }
 
 // Run evaluates rules once, without noise control: `check`, whose window is itself the span of
-// evidence, can print its findings directly. It fills in each finding's Rule and sets FirstSeen
-// and LastSeen to in.Now.
+// evidence, can print its findings directly. It fills in each finding's Rule, sets FirstSeen
+// and LastSeen to in.Now and makes a nil Evidence empty.
 func Run(rules []Rule, in Input) []Outcome {
 	if in.Config == (Thresholds{}) {
 		in.Config = DefaultThresholds()
@@ -73,6 +73,10 @@ func Run(rules []Rule, in Input) []Outcome {
 			f := &res.Findings[i]
 			f.Rule = r.ID
 			f.FirstSeen, f.LastSeen = in.Now, in.Now
+			// The JSON contract promises a list: a rule that cites no figure gives [], not null.
+			if f.Evidence == nil {
+				f.Evidence = []Evidence{}
+			}
 		}
 		out = append(out, Outcome{Rule: r.ID, Result: res})
 	}

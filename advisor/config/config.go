@@ -118,7 +118,7 @@ func (w When) String() string {
 	case Now:
 		return "now"
 	case Next:
-		return "next cycle (the advisor's loop restarts; its history starts over)"
+		return "next cycle (the advisor's loop restarts, keeping its history)"
 	default:
 		return "after a restart of pgwal-advisor"
 	}

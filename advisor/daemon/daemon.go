@@ -208,27 +208,34 @@ func (d *Daemon) Reload() {
 	}
 	var advisorChanged, restartNeeded bool
 	for _, c := range changes {
-		d.logger.Info("config changed", zap.String("key", c.Key), zap.String("old", c.Old),
-			zap.String("new", c.Value), zap.Stringer("takes_effect", c.When))
 		advisorChanged = advisorChanged || c.When == config.Next
 		restartNeeded = restartNeeded || c.When == config.Restart
 	}
+	// The advisor judges its settings before any change is logged: a refused change must not
+	// first be announced as taking effect on the next cycle.
+	var a *advisor.Advisor
 	if advisorChanged {
-		a, err := advisor.New(d.sampler, next.Advisor(), d.logger)
+		a, err = advisor.New(d.sampler, next.Advisor(), d.logger)
 		if err != nil {
 			d.logger.Error("config reload: the advisor refuses the new settings; keeping the running ones", zap.Error(err))
 			next = next.WithAdvisorSettings(d.cfg)
-		} else {
+			changes = config.Diff(d.cfg, next)
+		}
+	}
+	for _, c := range changes {
+		d.logger.Info("config changed", zap.String("key", c.Key), zap.String("old", c.Old),
+			zap.String("new", c.Value), zap.Stringer("takes_effect", c.When))
+	}
+	if a != nil {
+		select {
+		case d.restart <- a:
+		default:
+			// A restart is still pending: replace it with the newer configuration.
 			select {
-			case d.restart <- a:
+			case <-d.restart:
 			default:
-				// A restart is still pending: replace it with the newer configuration.
-				select {
-				case <-d.restart:
-				default:
-				}
-				d.restart <- a
 			}
+			d.restart <- a
 		}
 	}
 	if restartNeeded {

@@ -3,6 +3,9 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -88,6 +91,16 @@ func TestReload(t *testing.T) {
 		if logs.FilterMessageSnippet("the advisor refuses").Len() != 1 {
 			t.Error("the refusal is not logged")
 		}
+		// Only what took effect is announced: the refused window is not logged as a change
+		// taking effect next cycle, the level (which did change) is.
+		for _, e := range logs.FilterMessage("config changed").All() {
+			if key := e.ContextMap()["key"]; key != "log.level" {
+				t.Errorf("a refused reload logged %q as changed: %v", key, e.ContextMap())
+			}
+		}
+		if n := logs.FilterMessage("config changed").Len(); n != 1 {
+			t.Errorf("%d changes logged, want 1 (the log level)", n)
+		}
 		select {
 		case <-d.restart:
 			t.Error("a refused configuration restarted the advisor")
@@ -112,4 +125,74 @@ func settings(c config.Config) string {
 		b.WriteString(s.Key + "=" + s.Value + " ")
 	}
 	return b.String()
+}
+
+// A reload that changes the advisor's settings restarts its loop with the history it had: the
+// new advisor's first evaluation sees the snapshots taken before the reload, and the log, the
+// help text of run and docs/http.md say so.
+func TestReloadKeepsHistory(t *testing.T) {
+	var next config.Config
+	d, _, logs := newTestDaemon(t, func() (config.Config, error) { return next, nil })
+	d.cfg.Interval = 100 * time.Millisecond
+	first, err := advisor.New(d.sampler, d.cfg.Advisor(), d.logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.cur.Store(first)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+		}
+	}
+	historyLen := func(a *advisor.Advisor) int {
+		if h := a.State().History; h != nil {
+			return h.Len()
+		}
+		return 0
+	}
+	waitFor("three snapshots before the reload", func() bool { return historyLen(first) >= 3 })
+
+	next = d.Config()
+	next.Interval = 150 * time.Millisecond
+	d.Reload()
+	waitFor("the restarted advisor", func() bool { return d.cur.Load() != first })
+	oldest := first.State().History.Snapshots()[0].Time
+	restarted := d.cur.Load()
+	waitFor("the restarted advisor's first snapshot", func() bool {
+		h := restarted.State().History
+		return h != nil && h.Len() > historyLen(first)
+	})
+	if got := restarted.State().History.Snapshots()[0].Time; !got.Equal(oldest) {
+		t.Errorf("after the reload the history starts at %v, want the first advisor's oldest snapshot %v", got, oldest)
+	}
+	if logs.FilterMessageSnippet("keeping its history").Len() != 1 {
+		t.Error("the restart is not logged as keeping the history")
+	}
+	for _, e := range logs.FilterMessage("config changed").All() {
+		if when := e.ContextMap()["takes_effect"]; strings.Contains(fmt.Sprint(when), "starts over") {
+			t.Errorf("the change is logged as starting the history over: %v", when)
+		}
+	}
+	startsOver := regexp.MustCompile(`(?i)(history|episodes|counters)[^.|]*starts? over`)
+	for _, doc := range []string{"../../docs/http.md", "../../cmd/pgwal-advisor/run.go", "../../docs/metrics.md"} {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := startsOver.Find(b); m != nil {
+			t.Errorf("%s says %q; a reload keeps the history, episodes and counters", doc, m)
+		}
+	}
 }

@@ -69,6 +69,11 @@ func postmasterPID(t *testing.T, c *lab.Cluster) int {
 	return pid
 }
 
+// TestFaultCLIUnreachable runs check and collect against faults a user meets: a closed port, a
+// hung server, an unknown role, and a wrong password in each form a user writes it (libpq
+// keywords plain, quoted and escaped, URL user info and query parameters, percent-encoded & and
+// #, sslpassword beside it, PGPASSWORD, a password file and a service file, by environment or
+// keyword). Each exits 3 with the reason, and no password appears in stdout or stderr.
 func TestFaultCLIUnreachable(t *testing.T) {
 	lab.RequireServer(t)
 	c := passwordCluster(t)
@@ -79,35 +84,101 @@ func TestFaultCLIUnreachable(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
 
+	dir := t.TempDir()
+	hostPort := fmt.Sprintf("host=127.0.0.1 port=%d", c.Port())
+	url := fmt.Sprintf("postgres://%%s@127.0.0.1:%d/postgres?sslmode=disable%%s", c.Port())
+	passfile := filepath.Join(dir, "pgpass")
+	if err := os.WriteFile(passfile, fmt.Appendf(nil, "127.0.0.1:%d:*:advisor:wrong-pw-passfile\n", c.Port()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	servicefile := filepath.Join(dir, "pg_service.conf")
+	service := fmt.Sprintf("[wrongsvc]\nhost=127.0.0.1\nport=%d\nuser=advisor\npassword=wrong-pw-service\ndbname=postgres\nsslmode=disable\nconnect_timeout=2\n", c.Port())
+	if err := os.WriteFile(servicefile, []byte(service), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, closedPort, _ := strings.Cut(strings.Fields(closedPortDSN(t))[1], "=")
+
 	tests := []struct {
-		name   string
-		dsn    string
-		env    string // PGPASSWORD
-		status string
+		name string
+		dsn  string
+		// env is set for the subtest (and makes it run alone); secrets must appear in no output.
+		env     map[string]string
+		secrets []string
+		status  string
 	}{
-		{"closed port", closedPortDSN(t), "", "unreachable"},
-		{"wrong password (keyword)", tcpDSN(c, "advisor", "wrong-pw"), "", "unauthenticated"},
-		{"wrong password (URL)", fmt.Sprintf("postgres://advisor:wrong-pw@127.0.0.1:%d/postgres?sslmode=disable", c.Port()), "", "unauthenticated"},
-		{"wrong password (PGPASSWORD)", fmt.Sprintf("host=127.0.0.1 port=%d user=advisor dbname=postgres sslmode=disable", c.Port()), "wrong-pw", "unauthenticated"},
-		{"unknown role", tcpDSN(c, "nobody", "wrong-pw"), "", "unauthenticated"},
-		{"stopped server", tcpDSN(stopped, "advisor", "right-pw"), "", "unreachable"},
+		{name: "closed port", dsn: closedPortDSN(t), secrets: []string{"sekrit-pw"}, status: "unreachable"},
+		{name: "stopped server", dsn: tcpDSN(stopped, "advisor", "right-pw"), secrets: []string{"right-pw"}, status: "unreachable"},
+		{name: "unknown role", dsn: tcpDSN(c, "nobody", "wrong-pw"), secrets: []string{"wrong-pw"}, status: "unauthenticated"},
+		{name: "wrong password (keyword)", dsn: tcpDSN(c, "advisor", "wrong-pw"), secrets: []string{"wrong-pw"}},
+		{name: "wrong password (quoted keyword with spaces)",
+			dsn:     hostPort + " user=advisor password='wrong pw with spaces' dbname=postgres sslmode=disable",
+			secrets: []string{"wrong pw with spaces", "with spaces"}},
+		{name: "wrong password (quoted keyword with escapes)",
+			dsn:     hostPort + ` user=advisor password='it\'s wr\\ong-pw' dbname=postgres sslmode=disable`,
+			secrets: []string{`it's wr\ong-pw`, `it\'s wr\\ong-pw`, "ong-pw"}},
+		{name: "wrong password (keyword with & and #)",
+			dsn:     hostPort + " user=advisor password=wr&ng#pw-kw dbname=postgres sslmode=disable",
+			secrets: []string{"wr&ng#pw-kw", "ng#pw-kw"}},
+		{name: "wrong password (URL user info)", dsn: fmt.Sprintf(url, "advisor:wrong-pw", ""), secrets: []string{"wrong-pw"}},
+		{name: "wrong password (URL user info, encoded & and #)", dsn: fmt.Sprintf(url, "advisor:wr%26ng%23pw-ui", ""),
+			secrets: []string{"wr&ng#pw-ui", "wr%26ng%23pw-ui", "pw-ui"}},
+		{name: "wrong password (URL ?password=)", dsn: fmt.Sprintf(url, "advisor", "&password=wrong-pw-query"), secrets: []string{"wrong-pw-query"}},
+		{name: "wrong password (URL ?password= with & and # and options after it)",
+			dsn:     fmt.Sprintf(url, "advisor", "&password=wr%26ng%23pw-q&application_name=pgwal%23advisor&connect_timeout=2"),
+			secrets: []string{"wr&ng#pw-q", "wr%26ng%23pw-q", "pw-q"}},
+		{name: "wrong password (URL with sslpassword)", dsn: fmt.Sprintf(url, "advisor:wrong-pw", "&sslpassword=ssl-secret-pw"),
+			secrets: []string{"wrong-pw", "ssl-secret-pw"}},
+		{name: "wrong password (keyword with sslpassword)",
+			dsn:     hostPort + " user=advisor password=wrong-pw sslpassword=ssl-secret-pw dbname=postgres sslmode=disable",
+			secrets: []string{"wrong-pw", "ssl-secret-pw"}},
+		{name: "wrong password (multi-host URL, first host closed)",
+			dsn:     fmt.Sprintf("postgres://advisor:wrong-pw-multi@127.0.0.1:%s,127.0.0.1:%d/postgres?sslmode=disable&connect_timeout=2", closedPort, c.Port()),
+			secrets: []string{"wrong-pw-multi"}},
+		{name: "wrong password (passfile keyword)", dsn: hostPort + " user=advisor dbname=postgres sslmode=disable passfile=" + passfile,
+			secrets: []string{"wrong-pw-passfile"}},
+		{name: "wrong password (service file keyword)", dsn: "service=wrongsvc servicefile=" + servicefile,
+			secrets: []string{"wrong-pw-service"}},
+		{name: "wrong password (PGPASSWORD)", dsn: hostPort + " user=advisor dbname=postgres sslmode=disable",
+			env: map[string]string{"PGPASSWORD": "wrong-pw-env"}, secrets: []string{"wrong-pw-env"}},
+		{name: "wrong password (PGPASSFILE)", dsn: hostPort + " user=advisor dbname=postgres sslmode=disable",
+			env: map[string]string{"PGPASSFILE": passfile}, secrets: []string{"wrong-pw-passfile"}},
+		{name: "wrong password (PGSERVICEFILE and service=)", dsn: "service=wrongsvc",
+			env: map[string]string{"PGSERVICEFILE": servicefile}, secrets: []string{"wrong-pw-service"}},
+		{name: "wrong password (PGSERVICE, PGSERVICEFILE, no --dsn)", dsn: "",
+			env: map[string]string{"PGSERVICEFILE": servicefile, "PGSERVICE": "wrongsvc"}, secrets: []string{"wrong-pw-service"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			t.Setenv("PGPASSWORD", tt.env)
+			if tt.env == nil {
+				// Run beside the other environment-free cases, after the ones that set the
+				// environment (parallel subtests start when the parent's function returns).
+				t.Parallel()
+			}
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			status := tt.status
+			if status == "" {
+				status = "unauthenticated"
+			}
 			for _, args := range [][]string{
-				{"check", "--window", "1s", "--interval", "1s", "--query-timeout", "1s"},
-				{"collect", "--format", "json", "--query-timeout", "1s"},
+				{"check", "--window", "1s", "--interval", "1s", "--query-timeout", "1s", "--log.level", "debug"},
+				{"collect", "--format", "json", "--query-timeout", "1s", "--log.level", "debug"},
 			} {
-				out, stderr, code := runCLI(t, append(args, "--dsn", tt.dsn)...)
+				if tt.dsn != "" {
+					args = append(args, "--dsn", tt.dsn)
+				}
+				out, stderr, code := runCLI(t, args...)
 				if code != cli.ExitFailure {
 					t.Errorf("%s: exit %d, want %d\nstderr: %s", args[0], code, cli.ExitFailure, stderr)
 				}
-				if !strings.Contains(stderr, "could not read PostgreSQL") || !strings.Contains(stderr, "("+tt.status+")") {
-					t.Errorf("%s: stderr %q: want the reason with status %s", args[0], stderr, tt.status)
+				if !strings.Contains(stderr, "could not read PostgreSQL") || !strings.Contains(stderr, "("+status+")") {
+					t.Errorf("%s: stderr %q: want the reason with status %s", args[0], stderr, status)
 				}
-				if strings.Contains(out+stderr, "wrong-pw") {
-					t.Errorf("%s: the password leaked", args[0])
+				for _, secret := range tt.secrets {
+					if strings.Contains(out+stderr, secret) {
+						t.Errorf("%s: the password leaked (%q):\nstdout: %s\nstderr: %s", args[0], secret, out, stderr)
+					}
 				}
 				if args[0] == "collect" && !strings.Contains(out, `"kernel"`) {
 					t.Errorf("collect: stdout lacks the parts it could read:\n%s", out)
@@ -115,10 +186,28 @@ func TestFaultCLIUnreachable(t *testing.T) {
 			}
 		})
 	}
-	// The right password works: the failures above are the faults, not the setup.
-	if _, stderr, code := runCLI(t, "collect", "--format", "json", "--dsn", tcpDSN(c, "advisor", "right-pw")); code != 0 {
-		t.Errorf("collect with the right password: exit %d: %s", code, stderr)
-	}
+	// The right password works, in a keyword DSN and in the service file: the failures above
+	// are the faults, not the setup.
+	t.Run("right password", func(t *testing.T) {
+		t.Parallel()
+		right := filepath.Join(dir, "right_service.conf")
+		if err := os.WriteFile(right, []byte(strings.ReplaceAll(service, "wrong-pw-service", "right-pw")), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		rightPass := filepath.Join(dir, "right_pgpass")
+		if err := os.WriteFile(rightPass, fmt.Appendf(nil, "127.0.0.1:%d:*:advisor:right-pw\n", c.Port()), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for _, dsn := range []string{
+			tcpDSN(c, "advisor", "right-pw"),
+			"service=wrongsvc servicefile=" + right,
+			hostPort + " user=advisor dbname=postgres sslmode=disable passfile=" + rightPass,
+		} {
+			if _, stderr, code := runCLI(t, "collect", "--format", "json", "--dsn", dsn); code != 0 {
+				t.Errorf("collect --dsn %q: exit %d: %s", dsn, code, stderr)
+			}
+		}
+	})
 }
 
 func TestFaultDaemonServerDown(t *testing.T) {

@@ -61,7 +61,8 @@ The default, ` + config.StateDir + "/" + config.DefaultProbeSubdir + `, is used 
 --config.file names an optional YAML file with the same settings (docs/http.md): flags given
 on the command line override it. SIGHUP re-reads it: the log level changes at once, intervals,
 the history window, the probe settings and the rule thresholds on the next cycle (the advisor's
-loop restarts: its history and finding episodes start over); the listen addresses and the web
+loop restarts, keeping its history, finding episodes and wait-event counters; the probe measures
+afresh); the listen addresses and the web
 configuration file's path need a restart, and the log says so. SIGINT and SIGTERM stop the
 daemon within seconds; the probe file is removed.`,
 		Example: `  pgwal-advisor run --dsn "host=/run/postgresql user=pgwal_advisor"
