@@ -96,7 +96,7 @@ func TestFaultCLIUnreachable(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Setenv("PGPASSWORD", tt.env)
 			for _, args := range [][]string{
-				{"check", "--window", "1s", "--interval", "1s", "--query-timeout", "1s"},
+				{"check", "--window", "30s", "--interval", "1s", "--query-timeout", "1s"},
 				{"collect", "--format", "json", "--query-timeout", "1s"},
 			} {
 				out, stderr, code := runCLI(t, append(args, "--dsn", tt.dsn)...)
