@@ -172,6 +172,9 @@ func Check(ctx context.Context, s *Sampler, cfg CheckConfig, logger *zap.Logger)
 	if res.Findings == nil {
 		res.Findings = []rules.Finding{}
 	}
+	// The window is itself the span of evidence: what check finds fires (and sets the exit
+	// status) at once; nothing is pending.
+	rules.MarkFiring(res.Findings)
 	rules.SortFindings(res.Findings)
 	res.Recommendations = resolved.Recommendations
 	if res.Recommendations == nil {

@@ -29,7 +29,8 @@ answering within --query-timeout: the reason goes to stderr), 64 for a usage err
 rounded up to whole --intervals).
 
 JSON contract (--format json): .findings[] with .rule, .severity, .setting, .current,
-.recommended, .action, .summary, .evidence[] (.name, .value, .unit), .expected_effect; and
+.recommended, .action, .summary, .evidence[] (.name, .value, .unit), .expected_effect, .state
+(always "firing": the window is the evidence, nothing is pending as in run); and
 .recommendations[], one per setting (docs/rules.md, "One recommendation per setting"), with
 .setting, .current, .recommended, .action, .severity, .rule, .because[] (.rule, .severity,
 .summary) and .overruled[] (.rule, .recommended, .reason).`,
