@@ -64,8 +64,12 @@ func (c Config) withDefaults() (Config, error) {
 type State struct {
 	// Snapshot is the latest snapshot; nil before the first.
 	Snapshot *collector.Snapshot
-	// Findings are every finding shown, including the resolver's recommendations-conflict ones.
+	// Findings are every finding shown (firing), including the resolver's
+	// recommendations-conflict ones: what the recommendations and the apply mode act on.
 	Findings []rules.Finding
+	// Pending are the measured findings that hold but have not yet lasted RaiseAfter (state
+	// pending, with when they fire): shown on the API, the page and /metrics, never acted on.
+	Pending []rules.Finding
 	// Recommendations are the findings resolved into one per setting (rules.Resolve): what the
 	// API, the metrics, the landing page and the apply mode recommend.
 	Recommendations []rules.Recommendation
@@ -250,9 +254,10 @@ func (a *Advisor) Observe(s collector.Snapshot) {
 	a.failures.observe(a.logger, s)
 	in := rules.Input{History: a.history, Probe: report, ProbeDisabled: probeOff, Now: s.Time, Config: a.cfg.Thresholds}
 	outcomes := rules.Run(a.rules, in)
-	findings := a.tracker.Observe(in, outcomes)
+	findings, pending := a.tracker.ObservePending(in, outcomes)
 	resolved := rules.Resolve(a.rules, findings)
 	if len(resolved.Conflicts) > 0 {
+		rules.MarkFiring(resolved.Conflicts)
 		findings = append(findings, resolved.Conflicts...)
 		rules.SortFindings(findings)
 	}
@@ -272,6 +277,7 @@ func (a *Advisor) Observe(s collector.Snapshot) {
 	snap := s
 	a.state.Snapshot = &snap
 	a.state.Findings = findings
+	a.state.Pending = pending
 	a.state.Recommendations = resolved.Recommendations
 	a.state.NotEnoughData = notEnough
 	a.state.Probe = report

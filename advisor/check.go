@@ -54,9 +54,34 @@ func (r *CheckResult) PostgresFailure() (collector.Part, bool) {
 	return collector.Part{}, false
 }
 
+// errUnreadable stops a check whose first snapshot could not read PostgreSQL.
+var errUnreadable = errors.New("postgresql unreadable")
+
+func postgresFailed(snap collector.Snapshot) bool {
+	for _, p := range snap.Parts {
+		if p.Name == collector.PartPostgres && !p.OK {
+			return true
+		}
+	}
+	return false
+}
+
 // MaxSeverity is the highest severity among the findings (0 when none).
 func (r *CheckResult) MaxSeverity() rules.Severity {
 	return rules.MaxSeverity(r.Findings)
+}
+
+// MinCheckWindow is the shortest window, at the given interval, whose snapshots span the MinSpan
+// the measured (rate-based) rules need: a shorter check could judge configuration facts only and
+// would report "all clear" on a server it never measured. The check command refuses such a
+// window; Check itself accepts it for callers that want configuration facts only. The snapshots fall on whole
+// intervals, so the window is MinSpan rounded up to a multiple of the interval.
+func MinCheckWindow(interval time.Duration, t rules.Thresholds) time.Duration {
+	if interval <= 0 {
+		return t.MinSpan
+	}
+	n := (t.MinSpan + interval - 1) / interval
+	return max(n, 1) * interval
 }
 
 // Check samples for the window (probing within its budget alongside), evaluates the rules once
@@ -72,6 +97,7 @@ func Check(ctx context.Context, s *Sampler, cfg CheckConfig, logger *zap.Logger)
 	if cfg.Thresholds == (rules.Thresholds{}) {
 		cfg.Thresholds = rules.DefaultThresholds()
 	}
+
 	count := int(cfg.Window/cfg.Interval) + 1
 	h := rules.NewHistory(count)
 	res := &CheckResult{ProbeSkipped: "no --probe.dir given"}
@@ -84,6 +110,11 @@ func Check(ctx context.Context, s *Sampler, cfg CheckConfig, logger *zap.Logger)
 	probeStarted := false
 	err := s.Every(ctx, cfg.Interval, cfg.WaitInterval, count, func(snap collector.Snapshot) error {
 		h.Add(snap)
+		// A server that cannot be read at the start is not watched for the whole window: the
+		// check could not run, and the operator learns it now rather than a minute later.
+		if h.Len() == 1 && postgresFailed(snap) {
+			return errUnreadable
+		}
 		if probeStarted || cfg.ProbeDir == "" {
 			return nil
 		}
@@ -108,7 +139,7 @@ func Check(ctx context.Context, s *Sampler, cfg CheckConfig, logger *zap.Logger)
 		return nil
 	})
 	wg.Wait()
-	if err != nil {
+	if err != nil && !errors.Is(err, errUnreadable) {
 		return nil, err
 	}
 	if ctx.Err() != nil {
@@ -141,6 +172,9 @@ func Check(ctx context.Context, s *Sampler, cfg CheckConfig, logger *zap.Logger)
 	if res.Findings == nil {
 		res.Findings = []rules.Finding{}
 	}
+	// The window is itself the span of evidence: what check finds fires (and sets the exit
+	// status) at once; nothing is pending.
+	rules.MarkFiring(res.Findings)
 	rules.SortFindings(res.Findings)
 	res.Recommendations = resolved.Recommendations
 	if res.Recommendations == nil {

@@ -178,3 +178,21 @@ func TestCheckDefaultClusterNoFalseAlarm(t *testing.T) {
 		}
 	}
 }
+
+func TestMinCheckWindow(t *testing.T) {
+	th := rules.DefaultThresholds() // MinSpan 30s
+	tests := []struct {
+		interval, want time.Duration
+	}{
+		{time.Second, 30 * time.Second},
+		{5 * time.Second, 30 * time.Second},
+		{7 * time.Second, 35 * time.Second},
+		{time.Minute, time.Minute},
+		{0, 30 * time.Second},
+	}
+	for _, tt := range tests {
+		if got := MinCheckWindow(tt.interval, th); got != tt.want {
+			t.Errorf("MinCheckWindow(%v) = %v, want %v", tt.interval, got, tt.want)
+		}
+	}
+}

@@ -73,6 +73,11 @@ type Postgres struct {
 	Checkpointer *CheckpointStats `json:"checkpointer,omitempty"`
 	// WaitEvents aggregates the WAL wait events sampled since the previous snapshot.
 	WaitEvents *WaitEvents `json:"wait_events,omitempty"`
+	// WALInsertLSN is pg_current_wal_insert_lsn() as a byte position: it moves as WAL is
+	// inserted, before the transaction that inserts it ends, whereas a backend's pg_stat_wal
+	// counters arrive only at its transaction's end. Nil on a standby (which inserts no WAL)
+	// and when it could not be read.
+	WALInsertLSN *uint64 `json:"wal_insert_lsn,omitempty"`
 	// DataDir is data_directory; WALDir is its pg_wal with symlinks resolved, or --wal-dir.
 	DataDir string `json:"data_directory,omitempty"`
 	WALDir  string `json:"wal_dir,omitempty"`

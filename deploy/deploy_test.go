@@ -243,6 +243,18 @@ func TestAlertsCoveredByUnitTests(t *testing.T) {
 	}
 }
 
+// A pending finding (docs/metrics.md) must never page: every alert on pgwal_advisor_finding
+// excludes state="pending".
+func TestFindingAlertsExcludePending(t *testing.T) {
+	for _, a := range loadAlerts(t) {
+		if strings.Contains(a.Expr, "pgwal_advisor_finding") && !pendingExcludedRE.MatchString(a.Expr) {
+			t.Errorf("%s: expr %q selects pgwal_advisor_finding without state!=\"pending\" (or state=\"firing\")", a.Alert, a.Expr)
+		}
+	}
+}
+
+var pendingExcludedRE = regexp.MustCompile(`\bstate\s*(!=\s*"pending"|=\s*"firing")`)
+
 // ruleMatcherRE finds rule="..." and rule=~"..." / rule!~"..." matchers in an expression.
 var ruleMatcherRE = regexp.MustCompile(`\brule\s*(=~|!~|=|!=)\s*"([^"]*)"`)
 

@@ -124,6 +124,32 @@ type Finding struct {
 	// evaluations.
 	FirstSeen time.Time `json:"first_seen"`
 	LastSeen  time.Time `json:"last_seen"`
+	// State is StateFiring for a finding that is shown (and acted on), StatePending for a
+	// measured one that holds but has not yet lasted Thresholds.RaiseAfter. Only the Tracker
+	// makes pending findings; check and the resolver's conflicts are firing.
+	State State `json:"state,omitempty"`
+	// PendingSince and FiresAt are set on pending findings only: when the condition was first
+	// seen, and when it fires if it keeps holding (PendingSince + RaiseAfter).
+	PendingSince *time.Time `json:"pending_since,omitempty"`
+	FiresAt      *time.Time `json:"fires_at,omitempty"`
+}
+
+// State says whether a finding is shown and acted on, as a Prometheus alert is pending or firing.
+type State string
+
+// Finding states.
+const (
+	// StateFiring findings are shown, alerted on, resolved into recommendations and applied.
+	StateFiring State = "firing"
+	// StatePending findings are shown as such and never alerted on, resolved or applied.
+	StatePending State = "pending"
+)
+
+// MarkFiring sets every finding's state to firing (for findings judged without the Tracker).
+func MarkFiring(fs []Finding) {
+	for i := range fs {
+		fs[i].State = StateFiring
+	}
 }
 
 // Result is what one evaluation of a rule returns: findings, or what it lacked to judge, or

@@ -115,7 +115,8 @@ func conflictRule() Rule {
 // Findings that recommend the decided value support it; the others are overruled. Two findings
 // that move an ordered setting (a size, a count) in opposite directions produce no
 // recommendation but a recommendations-conflict finding. rules gives each rule's metadata; a
-// rule missing from it counts as measured.
+// rule missing from it counts as measured. Pending findings (State pending) are not resolved:
+// nothing recommends, alerts on or applies a condition that has not yet lasted RaiseAfter.
 func Resolve(rules []Rule, findings []Finding) Resolution {
 	facts := map[string]bool{}
 	for _, r := range rules {
@@ -123,7 +124,7 @@ func Resolve(rules []Rule, findings []Finding) Resolution {
 	}
 	bySetting := map[string][]Finding{}
 	for _, f := range findings {
-		if f.Setting == "" || f.Recommended == "" || f.Rule == ConflictRuleID {
+		if f.Setting == "" || f.Recommended == "" || f.Rule == ConflictRuleID || f.State == StatePending {
 			continue
 		}
 		bySetting[f.Setting] = append(bySetting[f.Setting], f)

@@ -59,6 +59,12 @@ type resolveCase struct {
 
 // resolveCases cover every pair of rules in All() that share a setting (TestResolvePairsCovered
 // keeps it so), each setting family the rules recommend, and every step of the order.
+// pending marks a finding as the Tracker marks one that has not yet lasted RaiseAfter.
+func pending(f Finding) Finding {
+	f.State = StatePending
+	return f
+}
+
 func resolveCases() []resolveCase {
 	const (
 		osb  = "open-sync-with-small-buffers"
@@ -97,6 +103,12 @@ func resolveCases() []resolveCase {
 		{name: "wal_sync_method: one rule alone",
 			in:   []Finding{fnd(sms, Warning, ws, "open_sync", "fdatasync", 1.38)},
 			want: []wantRec{{setting: ws, recommended: "fdatasync", rule: sms, severity: Warning, because: []string{sms}, prediction: 1.38}}},
+
+		{name: "wal_sync_method: a pending finding is not resolved",
+			in:   []Finding{pending(fnd(osb, Warning, ws, "open_datasync", "fdatasync", 0.46)), fnd(sms, Warning, ws, "open_datasync", "fsync", 0.2)},
+			want: []wantRec{{setting: ws, recommended: "fsync", rule: sms, severity: Warning, because: []string{sms}, prediction: 0.2}}},
+		{name: "pending findings alone recommend nothing",
+			in: []Finding{pending(fnd(osb, Warning, ws, "open_datasync", "fdatasync", 0.46)), pending(fnd(wbs, Warning, "wal_buffers", "64kB", "16MB"))}},
 
 		// wal_buffers: wal-buffers-small is the one rule of today's set; the others show each step.
 		{name: "wal_buffers: one rule alone",

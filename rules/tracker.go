@@ -48,9 +48,17 @@ func (t *Tracker) Evaluate(in Input) []Finding {
 }
 
 // Observe applies noise control to outcomes evaluated at in.Now (from Run) and returns the
-// findings to show, most severe first, then by rule and setting. A rule reports at most one
-// finding per setting; a second one replaces the first.
+// findings to show (firing), most severe first, then by rule and setting. A rule reports at
+// most one finding per setting; a second one replaces the first.
 func (t *Tracker) Observe(in Input, outcomes []Outcome) []Finding {
+	firing, _ := t.ObservePending(in, outcomes)
+	return firing
+}
+
+// ObservePending is Observe that also returns the pending findings: measured conditions that
+// hold but have not yet lasted RaiseAfter, with PendingSince and FiresAt, in the same order.
+// An operator watching a slow load sees them ripen instead of "all clear"; nothing acts on them.
+func (t *Tracker) ObservePending(in Input, outcomes []Outcome) (firing, pending []Finding) {
 	cfg := in.Config
 	if cfg == (Thresholds{}) {
 		cfg = DefaultThresholds()
@@ -96,17 +104,21 @@ func (t *Tracker) Observe(in Input, outcomes []Outcome) []Finding {
 		}
 	}
 
-	var out []Finding
 	for _, st := range t.states {
-		if !st.shown {
-			continue
-		}
 		f := st.finding
 		f.FirstSeen, f.LastSeen = st.firstSeen, st.lastSeen
-		out = append(out, f)
+		if st.shown {
+			f.State = StateFiring
+			firing = append(firing, f)
+			continue
+		}
+		since, fires := st.firstSeen, st.firstSeen.Add(cfg.RaiseAfter)
+		f.State, f.PendingSince, f.FiresAt = StatePending, &since, &fires
+		pending = append(pending, f)
 	}
-	SortFindings(out)
-	return out
+	SortFindings(firing)
+	SortFindings(pending)
+	return firing, pending
 }
 
 // SortFindings orders findings most severe first, then by rule and setting.

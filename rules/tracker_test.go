@@ -140,3 +140,93 @@ func TestRunSetsRuleAndTimes(t *testing.T) {
 		t.Errorf("Findings = %v", got)
 	}
 }
+
+// stateScript runs a tracker over a script and returns, per evaluation, 'p' while the finding is
+// pending, its severity letter while it fires and '.' for neither. It checks every pending
+// finding's times on the way: PendingSince is the episode's first evaluation, FiresAt that plus
+// RaiseAfter, and a firing finding carries neither.
+func stateScript(t *testing.T, r Rule, cfg Thresholds) string {
+	t.Helper()
+	tr := NewTracker([]Rule{r})
+	out := []byte{}
+	for i := 0; i < 24; i++ {
+		in := Input{Now: t0().Add(time.Duration(i) * 15 * time.Second), Config: cfg}
+		firing, pending := tr.ObservePending(in, Run([]Rule{r}, in))
+		if len(firing)+len(pending) > 1 {
+			t.Fatalf("evaluation %d: %d firing and %d pending findings for one setting", i, len(firing), len(pending))
+		}
+		switch {
+		case len(pending) == 1:
+			p := pending[0]
+			if p.State != StatePending || p.PendingSince == nil || p.FiresAt == nil {
+				t.Fatalf("evaluation %d: pending finding %+v lacks its state or times", i, p)
+			}
+			if !p.PendingSince.Equal(p.FirstSeen) || !p.FiresAt.Equal(p.FirstSeen.Add(cfg.RaiseAfter)) {
+				t.Errorf("evaluation %d: pending_since %v, fires_at %v; want %v and %v", i, p.PendingSince, p.FiresAt, p.FirstSeen, p.FirstSeen.Add(cfg.RaiseAfter))
+			}
+			out = append(out, 'p')
+		case len(firing) == 1:
+			f := firing[0]
+			if f.State != StateFiring || f.PendingSince != nil || f.FiresAt != nil {
+				t.Fatalf("evaluation %d: firing finding %+v: want state firing without pending times", i, f)
+			}
+			out = append(out, map[Severity]byte{Info: 'I', Warning: 'W', Critical: 'C'}[f.Severity])
+		default:
+			out = append(out, '.')
+		}
+	}
+	return string(out)
+}
+
+func TestTrackerPending(t *testing.T) {
+	cfg := DefaultThresholds()
+	cfg.RaiseAfter, cfg.ClearAfter, cfg.StaleAfter = time.Minute, time.Minute, 2*time.Minute
+	tests := []struct {
+		name      string
+		immediate bool
+		script    string
+		want      string
+	}{
+		{name: "pending until the raise span, then firing",
+			script: "WWWWWW", want: "ppppWW"},
+		{name: "a short spike is pending, then gone",
+			script: "WW..", want: "pp.."},
+		{name: "a broken-off episode starts pending over",
+			script: "WWW.WWWWW", want: "ppp.ppppW"},
+		{name: "not enough data keeps a pending episode pending",
+			script: "WW??WWW", want: "ppppWWW"},
+		{name: "info is never pending",
+			script: "II.", want: "III"}, // info clears after the clear span, as before
+		{name: "a configuration fact is never pending", immediate: true,
+			script: "CC.", want: "CC."},
+		{name: "a firing finding waiting to clear stays firing",
+			script: "WWWWW..", want: "ppppWWW"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := stateScript(t, scripted("r", tt.immediate, tt.script), cfg)[:len(tt.want)]
+			if got != tt.want {
+				t.Errorf("states %q, want %q (script %q)", got, tt.want, tt.script)
+			}
+		})
+	}
+}
+
+// Observe is ObservePending's firing half: what the advisor shows, alerts on and applies.
+func TestObserveReturnsFiringOnly(t *testing.T) {
+	cfg := DefaultThresholds()
+	r := scripted("r", false, "WWWWWWWWWWWW")
+	a, b := NewTracker([]Rule{r}), NewTracker([]Rule{r})
+	for i := 0; i < 12; i++ {
+		in := Input{Now: t0().Add(time.Duration(i) * 15 * time.Second), Config: cfg}
+		outcomes := Run([]Rule{r}, in)
+		shown := a.Observe(in, outcomes)
+		firing, pending := b.ObservePending(in, outcomes)
+		if len(shown) != len(firing) {
+			t.Fatalf("evaluation %d: Observe shows %d findings, ObservePending fires %d", i, len(shown), len(firing))
+		}
+		if wantPending := i < 8; (len(pending) == 1) != wantPending {
+			t.Errorf("evaluation %d: %d pending, want pending %v (RaiseAfter %v)", i, len(pending), wantPending, cfg.RaiseAfter)
+		}
+	}
+}

@@ -162,7 +162,7 @@ func (a api) findings(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	resp := FindingsResponse{
-		Findings:      make([]Finding, 0, len(st.Findings)),
+		Findings:      make([]Finding, 0, len(st.Findings)+len(st.Pending)),
 		Evaluated:     st.Evaluated,
 		NotEnoughData: st.NotEnoughData,
 		Probe:         probeStatus(st),
@@ -170,7 +170,9 @@ func (a api) findings(w http.ResponseWriter, _ *http.Request) {
 	if resp.NotEnoughData == nil {
 		resp.NotEnoughData = map[string]string{}
 	}
-	for _, f := range st.Findings {
+	// Firing findings first, then the pending ones (state, pending_since, fires_at): during a
+	// slow load the operator sees what is ripening instead of "all clear".
+	for _, f := range slices.Concat(st.Findings, st.Pending) {
 		resp.Findings = append(resp.Findings, Finding{Finding: withEvidence(f), DocsURL: RuleDocURL(f.Rule)})
 	}
 	writeJSON(w, http.StatusOK, resp)
@@ -285,6 +287,8 @@ func (a api) landing(w http.ResponseWriter, r *http.Request) {
 // landingRow is one finding in the landing page's table.
 type landingRow struct {
 	Rule, DocsURL, Severity, Setting, Current, Recommended, Action, Summary string
+	// FiresAt is set on a pending finding: when it fires if its condition keeps holding.
+	FiresAt string
 
 	// Evidence links the row to the chart that shows what the rule saw.
 	Evidence landingEvidence
@@ -311,12 +315,16 @@ func landingData(st advisor.State) landingView {
 	if !st.Evaluated.IsZero() {
 		v.Evaluated = st.Evaluated.UTC().Format(time.RFC3339)
 	}
-	for _, f := range st.Findings {
-		v.Rows = append(v.Rows, landingRow{
+	for _, f := range slices.Concat(st.Findings, st.Pending) {
+		row := landingRow{
 			Rule: f.Rule, DocsURL: RuleDocURL(f.Rule), Severity: f.Severity.String(), Setting: f.Setting,
 			Current: f.Current, Recommended: f.Recommended, Action: string(f.Action), Summary: f.Summary,
 			Evidence: evidenceOf(f),
-		})
+		}
+		if f.State == rules.StatePending && f.FiresAt != nil {
+			row.FiresAt = f.FiresAt.UTC().Format(time.RFC3339)
+		}
+		v.Rows = append(v.Rows, row)
 	}
 	v.Recs = landingRecs(st)
 	for _, rule := range slices.Sorted(maps.Keys(st.NotEnoughData)) {
@@ -341,9 +349,9 @@ const findingsTemplate = `
         <thead><tr><th>rule</th><th>severity</th><th>setting</th><th>current &rarr; recommended</th><th>action</th><th>summary</th><th>evidence</th></tr></thead>
         <tbody>
         {{- range .Rows}}
-          <tr class="severity-{{.Severity}}">
+          <tr class="severity-{{.Severity}}{{if .FiresAt}} pending{{end}}">
             <td><a href="{{.DocsURL}}">{{.Rule}}</a></td>
-            <td>{{.Severity}}</td>
+            <td>{{.Severity}}{{with .FiresAt}}<br><span class="pending">pending: fires at {{.}} if it still holds</span>{{end}}</td>
             <td>{{.Setting}}</td>
             <td>{{if .Recommended}}{{.Current}} &rarr; {{.Recommended}}{{else}}{{.Current}}{{end}}</td>
             <td>{{.Action}}</td>
@@ -380,4 +388,6 @@ table.findings th, table.findings td { border: 1px solid #ccc; padding: 0.3rem 0
 table.findings th { background-color: #f4f4f4; }
 tr.severity-critical td:nth-child(2) { color: #b00020; font-weight: bold; }
 tr.severity-warning td:nth-child(2) { color: #b26a00; font-weight: bold; }
+tr.pending td { color: #666; font-style: italic; }
+span.pending { font-weight: normal; }
 `

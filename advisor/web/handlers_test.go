@@ -266,7 +266,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		t.Fatalf("GET /metrics: %d\n%s", code, body)
 	}
 	for _, want := range []string{
-		`pgwal_advisor_finding{rule="fsync-off",setting="fsync",severity="critical"} 1`,
+		`pgwal_advisor_finding{rule="fsync-off",setting="fsync",severity="critical",state="firing"} 1`,
 		`pgwal_advisor_build_info{goversion="go1.26.8",version="1.2.3"} 1`,
 		"go_goroutines ", "process_resident_memory_bytes ", "promhttp_metric_handler_requests_total",
 	} {

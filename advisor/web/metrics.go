@@ -18,6 +18,7 @@ import (
 	"github.com/pgwal-advisor/pgwal-advisor/advisor"
 	"github.com/pgwal-advisor/pgwal-advisor/collector"
 	"github.com/pgwal-advisor/pgwal-advisor/probes"
+	"github.com/pgwal-advisor/pgwal-advisor/rules"
 )
 
 // StateSource is where the collector and the handlers read the advisor's state; *advisor.Advisor
@@ -122,7 +123,7 @@ func NewCollector(src StateSource, version, goVersion string) *Collector {
 		probeLastSuccess: d("probe_last_success_timestamp_seconds", "When the last probe burst succeeded (Unix time; 0 before the first)."),
 		probeVerdict:     d("probe_durability_verdict", "1 for the current durability verdict of the sync probes.", "status"),
 
-		finding:        d("finding", "1 per active finding.", "rule", "severity", "setting"),
+		finding:        d("finding", "1 per active finding; state is firing (shown, alerted on, applied) or pending (holds, not yet for RaiseAfter).", "rule", "severity", "setting", "state"),
 		recommendation: d("recommendation_info", "1 per recommended change.", "rule", "setting", "current", "recommended", "action"),
 	}
 }
@@ -301,13 +302,17 @@ func (c *Collector) collectFindings(e emitter, st advisor.State) {
 	// The Tracker keeps one finding per rule and setting; the guard keeps a future duplicate
 	// from failing the whole scrape.
 	seen := map[string]bool{}
-	for _, f := range st.Findings {
+	for _, f := range slices.Concat(st.Findings, st.Pending) {
 		key := f.Rule + "\x00" + f.Setting
 		if seen[key] {
 			continue
 		}
 		seen[key] = true
-		e.gauge(c.finding, 1, f.Rule, f.Severity.String(), f.Setting)
+		state := rules.StateFiring
+		if f.State == rules.StatePending {
+			state = rules.StatePending
+		}
+		e.gauge(c.finding, 1, f.Rule, f.Severity.String(), f.Setting, string(state))
 	}
 	// One series per setting: the resolved recommendation, labelled with the rule that decided
 	// it, so that an alert joining on setting finds exactly one value.

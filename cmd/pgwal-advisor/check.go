@@ -24,10 +24,13 @@ with their evidence and recommendations.
 
 Exit status: 0 when nothing (or only info) was found, 1 for a warning, 2 for a critical
 finding, 3 when the check could not run (PostgreSQL unreachable, the role refused or the server not
-answering within --query-timeout: the reason goes to stderr), 64 for a usage error.
+answering within --query-timeout: the reason goes to stderr), 64 for a usage error - among them a
+--window shorter than the 30s of snapshots the measured rules need (docs/rules.md, MinSpan;
+rounded up to whole --intervals).
 
 JSON contract (--format json): .findings[] with .rule, .severity, .setting, .current,
-.recommended, .action, .summary, .evidence[] (.name, .value, .unit), .expected_effect; and
+.recommended, .action, .summary, .evidence[] (.name, .value, .unit), .expected_effect, .state
+(always "firing": the window is the evidence, nothing is pending as in run); and
 .recommendations[], one per setting (docs/rules.md, "One recommendation per setting"), with
 .setting, .current, .recommended, .action, .severity, .rule, .because[] (.rule, .severity,
 .summary) and .overruled[] (.rule, .recommended, .reason).`,
@@ -37,6 +40,12 @@ JSON contract (--format json): .findings[] with .rule, .severity, .setting, .cur
 			defer closeSampler(cmd.Context())
 			if cfg.Interval > cfg.Window {
 				return fmt.Errorf("--interval %v is longer than --window %v: %w", cfg.Interval, cfg.Window, cli.ErrUsage)
+			}
+			// Refused before connecting: a window the measured rules cannot judge would end in
+			// "all clear" after only the configuration facts were looked at.
+			if least := advisor.MinCheckWindow(cfg.Interval, rules.DefaultThresholds()); cfg.Window < least {
+				return fmt.Errorf("--window %v is too short: the measured rules need %v of snapshots (MinSpan %v at --interval %v), use --window %v or longer: %w",
+					cfg.Window, least, rules.DefaultThresholds().MinSpan, cfg.Interval, least, cli.ErrUsage)
 			}
 			res, err := advisor.Check(cmd.Context(), s, cfg, g.Logger)
 			if err != nil {

@@ -13,7 +13,7 @@ import (
 func TestCheckJSONEvidenceIsAList(t *testing.T) {
 	lab.RequireServer(t)
 	c := lab.NewTestCluster(t, lab.ClusterOptions{})
-	out, stderr, code := runCLI(t, "check", "--format", "json", "--window", "1s", "--interval", "500ms", "--dsn", c.URL())
+	out, stderr, code := runCLI(t, "check", "--format", "json", "--window", "30s", "--interval", "1s", "--dsn", c.URL())
 	if code > 2 {
 		t.Fatalf("check: exit %d: %s", code, stderr)
 	}

@@ -183,3 +183,32 @@ func TestUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+// A window shorter than the measured rules' MinSpan is refused before any connection (the DSN
+// points at a closed port, so reaching it would exit 3, not 64), and the message names the
+// least window that can judge, rounded up to whole intervals.
+func TestCheckRefusesShortWindow(t *testing.T) {
+	tests := []struct {
+		args  []string
+		least string
+	}{
+		{[]string{"--window", "10s"}, "--window 30s or longer"},
+		{[]string{"--window", "29s", "--interval", "1s"}, "--window 30s or longer"},
+		{[]string{"--window", "32s", "--interval", "7s"}, "--window 35s or longer"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			args := append([]string{"check", "--dsn", closedPortDSN(t), "--query-timeout", "1s"}, tt.args...)
+			out, stderr, code := runCLI(t, args...)
+			if code != cli.ExitBadUsage {
+				t.Errorf("exit %d, want %d\nstderr: %s", code, cli.ExitBadUsage, stderr)
+			}
+			if !strings.Contains(stderr, tt.least) || !strings.Contains(stderr, "MinSpan 30s") {
+				t.Errorf("stderr %q: want the minimum (%q) and the rules' MinSpan", stderr, tt.least)
+			}
+			if out != "" {
+				t.Errorf("stdout %q: a refused check prints no findings", out)
+			}
+		})
+	}
+}

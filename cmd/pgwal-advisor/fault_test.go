@@ -162,7 +162,7 @@ func TestFaultCLIUnreachable(t *testing.T) {
 				status = "unauthenticated"
 			}
 			for _, args := range [][]string{
-				{"check", "--window", "1s", "--interval", "1s", "--query-timeout", "1s", "--log.level", "debug"},
+				{"check", "--window", "30s", "--interval", "1s", "--query-timeout", "1s", "--log.level", "debug"},
 				{"collect", "--format", "json", "--query-timeout", "1s", "--log.level", "debug"},
 			} {
 				if tt.dsn != "" {

@@ -163,6 +163,21 @@ func (c *Collector) Collect(ctx context.Context) (*collector.Postgres, error) {
 		})
 	}
 
+	// A standby inserts no WAL (pg_current_wal_insert_lsn() raises an error there).
+	if !pg.InRecovery {
+		c.step(ctx, pg, "read pg_current_wal_insert_lsn()", func(ctx context.Context, conn *pgx.Conn) error {
+			var text string
+			if err := conn.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&text); err != nil {
+				return err
+			}
+			lsn, err := parseLSN(text)
+			if err == nil {
+				pg.WALInsertLSN = &lsn
+			}
+			return err
+		})
+	}
+
 	waits, failures, lastErr := c.waits.take()
 	pg.WaitEvents = waits
 	if failures > 0 {

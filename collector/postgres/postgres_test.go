@@ -89,6 +89,16 @@ func TestIntegration(t *testing.T) {
 		if pg.InRecovery || time.Since(pg.StartTime) > 10*time.Minute || time.Since(pg.StartTime) < 0 {
 			t.Errorf("in recovery %v, started %s; want a primary started just now", pg.InRecovery, pg.StartTime)
 		}
+		// The insert LSN moves with WAL inserted by a transaction that has not ended yet.
+		if pg.WALInsertLSN == nil || *pg.WALInsertLSN == 0 {
+			t.Fatalf("wal_insert_lsn = %v on a primary, want a position", pg.WALInsertLSN)
+		}
+		if err := cl.Exec(ctx, "CREATE TABLE lsn_probe AS SELECT generate_series(1, 10000) AS i"); err != nil {
+			t.Fatal(err)
+		}
+		if after := collect(t, c).WALInsertLSN; after == nil || *after <= *pg.WALInsertLSN {
+			t.Errorf("wal_insert_lsn %v after writing WAL, want more than %d", after, *pg.WALInsertLSN)
+		}
 		for _, name := range collector.SettingNames() {
 			if _, ok := pg.Settings[name]; !ok && name != collector.DebugIODirect { // debug_io_direct is 16+
 				t.Errorf("setting %s missing", name)

@@ -344,3 +344,21 @@ func parseTimestamp(s *string) (time.Time, error) {
 	}
 	return t.UTC(), nil
 }
+
+// parseLSN parses a pg_lsn as PostgreSQL prints it ("16/B374D848": the high and low 32 bits in
+// hex) into a byte position. The text comes from the server and is checked as untrusted input.
+func parseLSN(s string) (uint64, error) {
+	hi, lo, ok := strings.Cut(s, "/")
+	if !ok || hi == "" || lo == "" || len(hi) > 8 || len(lo) > 8 {
+		return 0, fmt.Errorf("parse lsn %q: want two hex numbers of up to 32 bits, as in 16/B374D848", s)
+	}
+	h, err := strconv.ParseUint(hi, 16, 32)
+	if err != nil {
+		return 0, fmt.Errorf("parse lsn %q: %w", s, err)
+	}
+	l, err := strconv.ParseUint(lo, 16, 32)
+	if err != nil {
+		return 0, fmt.Errorf("parse lsn %q: %w", s, err)
+	}
+	return h<<32 | l, nil
+}

@@ -268,3 +268,30 @@ func TestStatsWrongLayout(t *testing.T) {
 		})
 	}
 }
+
+func TestParseLSN(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    uint64
+		wantErr bool
+	}{
+		{in: "0/0", want: 0},
+		{in: "0/16B3748", want: 0x16B3748},
+		{in: "16/B374D848", want: 0x16<<32 | 0xB374D848},
+		{in: "FFFFFFFF/FFFFFFFF", want: 1<<64 - 1},
+		{in: "", wantErr: true},
+		{in: "16B374D848", wantErr: true},
+		{in: "1/", wantErr: true},
+		{in: "/1", wantErr: true},
+		{in: "100000000/0", wantErr: true},
+		{in: "0/G", wantErr: true},
+		{in: "-1/0", wantErr: true},
+		{in: "0x1/0", wantErr: true},
+	}
+	for _, tt := range tests {
+		got, err := parseLSN(tt.in)
+		if (err != nil) != tt.wantErr || got != tt.want {
+			t.Errorf("parseLSN(%q) = %d, %v; want %d, error %v", tt.in, got, err, tt.want, tt.wantErr)
+		}
+	}
+}

@@ -106,7 +106,7 @@ func runCheck(t *testing.T, bin string, args ...string) (checkResult, int) {
 
 func testFsyncOff(t *testing.T, bin, binDir string) {
 	c := lab.NewTestCluster(t, lab.ClusterOptions{BinDir: binDir, Settings: map[string]string{"fsync": "off"}})
-	res, code := runCheck(t, bin, "--dsn", c.DSN(), "--window", "2s", "--interval", "1s")
+	res, code := runCheck(t, bin, "--dsn", c.DSN(), "--window", "30s", "--interval", "1s")
 	if code != 2 {
 		t.Errorf("check on fsync=off exited %d, want 2 (critical)", code)
 	}
