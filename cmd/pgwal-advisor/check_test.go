@@ -12,6 +12,7 @@ import (
 // probe-disabled finding of a check without --probe.dir), as its help and docs/rules.md promise.
 func TestCheckJSONEvidenceIsAList(t *testing.T) {
 	lab.RequireServer(t)
+	t.Parallel()
 	c := lab.NewTestCluster(t, lab.ClusterOptions{})
 	out, stderr, code := runCLI(t, "check", "--format", "json", "--window", "30s", "--interval", "1s", "--dsn", c.URL())
 	if code > 2 {
