@@ -101,42 +101,6 @@ type Setting struct {
 	EnumVals       []string `json:"enumvals,omitempty"`
 }
 
-// Setting names collected from pg_settings.
-const (
-	WALBuffers                 = "wal_buffers"
-	WALSyncMethod              = "wal_sync_method"
-	Fsync                      = "fsync"
-	SynchronousCommit          = "synchronous_commit"
-	FullPageWrites             = "full_page_writes"
-	WALLevel                   = "wal_level"
-	WALCompression             = "wal_compression"
-	CommitDelay                = "commit_delay"
-	CommitSiblings             = "commit_siblings"
-	WALWriterDelay             = "wal_writer_delay"
-	WALWriterFlushAfter        = "wal_writer_flush_after"
-	CheckpointTimeout          = "checkpoint_timeout"
-	CheckpointCompletionTarget = "checkpoint_completion_target"
-	CheckpointFlushAfter       = "checkpoint_flush_after"
-	BgwriterFlushAfter         = "bgwriter_flush_after"
-	MaxWALSize                 = "max_wal_size"
-	MinWALSize                 = "min_wal_size"
-	SharedBuffers              = "shared_buffers"
-	TrackWALIOTiming           = "track_wal_io_timing"
-	DataDirectory              = "data_directory"
-	MaxConnections             = "max_connections"
-	DebugIODirect              = "debug_io_direct"
-)
-
-// SettingNames lists the settings the collector reads (those a server lacks are left out).
-func SettingNames() []string {
-	return []string{
-		WALBuffers, WALSyncMethod, Fsync, SynchronousCommit, FullPageWrites, WALLevel, WALCompression,
-		CommitDelay, CommitSiblings, WALWriterDelay, WALWriterFlushAfter, CheckpointTimeout,
-		CheckpointCompletionTarget, CheckpointFlushAfter, BgwriterFlushAfter, MaxWALSize, MinWALSize,
-		SharedBuffers, TrackWALIOTiming, DataDirectory, MaxConnections, DebugIODirect,
-	}
-}
-
 // WALStats are the cumulative WAL counters (pg_stat_wal; on 18 writes and syncs come from
 // pg_stat_io where object = 'wal'). Times are in seconds; they stay 0 unless track_wal_io_timing is on.
 type WALStats struct {

@@ -157,7 +157,7 @@ func dirtyBackgroundTooLarge() Rule {
 		ID:       "dirty-background-too-large",
 		Title:    "The kernel lets more dirty data pile up than the storage writes in a second",
 		Severity: Warning,
-		Settings: []string{"vm.dirty_background_bytes", "vm.dirty_bytes"},
+		Settings: []string{collector.KnobDirtyBackgroundBytes, collector.KnobDirtyBytes},
 		Rationale: "Background write-back starts only at vm.dirty_background_* and by default that is 10% of " +
 			"memory, many seconds of what a disk writes; the pile then drains in the checkpoint's fsync. " +
 			"Because lowering vm.dirty_* alone did not help in seed 003 or in the lab, the rule needs the " +
@@ -244,7 +244,7 @@ func evalDirtyBackgroundTooLarge(in Input) Result {
 		"applying: in seed 003 and in the lab, lowering vm.dirty_* alone did not smooth checkpoints."
 	fs := []Finding{{
 		Severity:       Warning,
-		Setting:        "vm.dirty_background_bytes",
+		Setting:        collector.KnobDirtyBackgroundBytes,
 		Current:        knobValue(k.VM.DirtyBackgroundBytes, k.VM.DirtyBackgroundRatio),
 		Recommended:    strconv.FormatInt(recBG, 10),
 		Action:         ActionSysctl,
@@ -255,7 +255,7 @@ func evalDirtyBackgroundTooLarge(in Input) Result {
 	if float64(k.DirtyThresholdBytes) > float64(recDirty) {
 		fs = append(fs, Finding{
 			Severity:    Warning,
-			Setting:     "vm.dirty_bytes",
+			Setting:     collector.KnobDirtyBytes,
 			Current:     knobValue(k.VM.DirtyBytes, k.VM.DirtyRatio),
 			Recommended: strconv.FormatInt(recDirty, 10),
 			Action:      ActionSysctl,

@@ -109,3 +109,36 @@ func parseDocBytes(s string) (int64, error) {
 	}
 	return strconv.ParseInt(s, 10, 64)
 }
+
+// TestDocsSectionsAreRules is the other direction of TestDocsCoverRules: a section of
+// docs/rules.md headed by a rule-like ID (kebab-case) names a rule that exists, so that a
+// renamed or removed rule does not leave its section behind. It also checks what
+// CONTRIBUTING.md's rule recipe asks of the Rule value itself.
+func TestDocsSectionsAreRules(t *testing.T) {
+	b, err := os.ReadFile("../docs/rules.md")
+	if err != nil {
+		t.Fatalf("read docs: %v", err)
+	}
+	ids := map[string]bool{}
+	for _, r := range append(All(), conflictRule()) {
+		if ids[r.ID] {
+			t.Errorf("rule ID %s is used twice", r.ID)
+		}
+		ids[r.ID] = true
+	}
+	for _, r := range All() {
+		if r.Title == "" || r.Rationale == "" || len(r.Sources) == 0 || r.Eval == nil {
+			t.Errorf("rule %s: a rule needs a Title, a Rationale, Sources and Eval", r.ID)
+		}
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		id, ok := strings.CutPrefix(line, "## ")
+		id = strings.TrimSpace(id)
+		if !ok || !strings.Contains(id, "-") || strings.ContainsAny(id, " ABCDEFGHIJKLMNOPQRSTUVWXYZ") {
+			continue
+		}
+		if !ids[id] {
+			t.Errorf("docs/rules.md has a section %q but no rule has that ID", "## "+id)
+		}
+	}
+}

@@ -89,7 +89,7 @@ func walOnVolatileStorage() Rule {
 		ID:       "wal-on-volatile-storage",
 		Title:    "The WAL is on storage that does not survive a power cut",
 		Severity: Critical,
-		Settings: []string{"wal_file_system", "mount_options"},
+		Settings: []string{collector.HostWALFileSystem, collector.HostMountOptions},
 		Rationale: "WAL on tmpfs or ramfs vanishes on power loss or reboot: committed transactions are " +
 			"lost and the data files cannot be made consistent. A nobarrier mount lets fsync return before " +
 			"the drive's write cache reaches stable media.",
@@ -121,7 +121,7 @@ func evalWALOnVolatileStorage(in Input) Result {
 	if st.Volatile || st.FSType == "tmpfs" || st.FSType == "ramfs" {
 		fs = append(fs, Finding{
 			Severity:    Critical,
-			Setting:     "wal_file_system",
+			Setting:     collector.HostWALFileSystem,
 			Current:     st.FSType,
 			Recommended: "a persistent file system on a durable device",
 			Action:      ActionAdvice,
@@ -145,7 +145,7 @@ func evalWALOnVolatileStorage(in Input) Result {
 		}
 		fs = append(fs, Finding{
 			Severity:    sev,
-			Setting:     "mount_options",
+			Setting:     collector.HostMountOptions,
 			Current:     opt,
 			Recommended: "barrier (remove " + opt + ")",
 			Action:      ActionAdvice,
@@ -202,7 +202,7 @@ func writeCacheUnsafe() Rule {
 		ID:       "write-cache-unsafe",
 		Title:    "Syncs complete faster than the device can persist them",
 		Severity: Critical,
-		Settings: []string{"write_cache"},
+		Settings: []string{collector.HostWriteCache},
 		Rationale: "When a sync returns faster than the device can physically persist data, a volatile " +
 			"write cache acknowledged it, and a power cut loses commits PostgreSQL reported as durable - " +
 			"seed 004 corrupted the database at every power pull with the drives' write cache on.",
@@ -254,7 +254,7 @@ func evalWriteCacheUnsafe(in Input) Result {
 		}
 		return found(Finding{
 			Severity:    sev,
-			Setting:     "write_cache",
+			Setting:     collector.HostWriteCache,
 			Current:     current,
 			Recommended: "write through, or a cache with power-loss protection",
 			Action:      ActionAdvice,
@@ -269,7 +269,7 @@ func evalWriteCacheUnsafe(in Input) Result {
 		}
 		return found(Finding{
 			Severity:    Info,
-			Setting:     "write_cache",
+			Setting:     collector.HostWriteCache,
 			Current:     current,
 			Recommended: "confirm power-loss protection",
 			Action:      ActionAdvice,
@@ -436,7 +436,7 @@ func probeDisabled() Rule {
 		ID:       "probe-disabled",
 		Title:    "Sync probes are off",
 		Severity: Info,
-		Settings: []string{"probe.dir"},
+		Settings: []string{collector.HostProbeDir},
 		Rationale: "Without probes on the WAL's file system the advisor cannot compare wal_sync_method " +
 			"choices or tell whether the write cache acknowledges syncs it has not persisted.",
 		Sources:   []string{"seed 000", "seed 004", pgDocs + "pgtestfsync.html"},
@@ -451,7 +451,7 @@ func evalProbeDisabled(in Input) Result {
 	}
 	return found(Finding{
 		Severity: Info,
-		Setting:  "probe.dir",
+		Setting:  collector.HostProbeDir,
 		Action:   ActionAdvice,
 		Summary:  "Sync probes are off: " + in.ProbeDisabled,
 		ExpectedEffect: "With --probe.dir on the WAL's file system, sync-method-slow and write-cache-unsafe " +

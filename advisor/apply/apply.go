@@ -227,14 +227,16 @@ func specFor(name string) (spec, bool) {
 }
 
 // DefaultSettings are the settings the apply mode may change unless --apply.settings says
-// otherwise: the write-path settings the rules recommend.
+// otherwise: the write-path settings the rules recommend, marked AppliedByDefault in
+// collector.SettingTable.
 func DefaultSettings() []string {
-	return []string{
-		collector.WALSyncMethod, collector.WALBuffers,
-		KnobDirtyBackgroundBytes, KnobDirtyBytes,
-		collector.CheckpointCompletionTarget, collector.MaxWALSize,
-		collector.CheckpointFlushAfter, collector.BgwriterFlushAfter,
+	var out []string
+	for _, d := range collector.SettingTable() {
+		if d.Apply == collector.AppliedByDefault {
+			out = append(out, d.Name)
+		}
 	}
+	return out
 }
 
 // ParseSettings checks a list of settings for --apply.settings: each must be one the apply mode

@@ -16,12 +16,14 @@ import (
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
+
+	"github.com/pgwal-advisor/pgwal-advisor/collector"
 )
 
-// Kernel knobs the apply mode may change.
+// Kernel knobs the apply mode may change (collector.SettingTable lists them).
 const (
-	KnobDirtyBackgroundBytes = "vm.dirty_background_bytes"
-	KnobDirtyBytes           = "vm.dirty_bytes"
+	KnobDirtyBackgroundBytes = collector.KnobDirtyBackgroundBytes
+	KnobDirtyBytes           = collector.KnobDirtyBytes
 )
 
 // twinOf is a bytes knob's ratio twin: writing either zeroes the other (kernel docs,
