@@ -107,6 +107,9 @@ type scenario struct {
 	// Per step increments of pg_stat_wal.
 	walBytes, buffersFull, writes, syncs float64
 	writeSec, syncSec                    float64
+	// insertLSN is the per step advance of pg_current_wal_insert_lsn(); 0 leaves it unread,
+	// as on a standby.
+	insertLSN float64
 
 	// A checkpoint completes every ckptEvery steps (0: none), requested or timed, with these
 	// phase times; WAL syncs in that interval take syncSecAtCkpt instead of syncSec.
@@ -192,6 +195,10 @@ func (sc scenario) history() *History {
 				WriteTimeSeconds: base + f*sc.writeSec, SyncTimeSeconds: base + walSyncSec,
 				StatsReset: sc.statsReset,
 			}
+		}
+		if sc.insertLSN > 0 {
+			lsn := uint64(base + f*sc.insertLSN)
+			pg.WALInsertLSN = &lsn
 		}
 		if sc.waits != nil && i > 0 {
 			w := *sc.waits

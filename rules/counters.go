@@ -34,6 +34,7 @@ const (
 	DiskWriteSeconds
 	DiskFlushes
 	DiskFlushSeconds
+	WALInsertBytes
 	// counterEnd is one past the last counter; a new counter goes before it.
 	counterEnd
 )
@@ -81,6 +82,10 @@ func counterTable() [counterEnd]counterDef {
 		DiskWriteSeconds: {"disk_write_time_seconds", diskEpoch, func(s *collector.Snapshot) (float64, bool) { return s.WALStorage.IO.WriteTimeSeconds, true }},
 		DiskFlushes:      {"disk_flushes", diskEpoch, func(s *collector.Snapshot) (float64, bool) { return float64(s.WALStorage.IO.Flushes), true }},
 		DiskFlushSeconds: {"disk_flush_time_seconds", diskEpoch, func(s *collector.Snapshot) (float64, bool) { return s.WALStorage.IO.FlushTimeSeconds, true }},
+
+		// The insert LSN as a byte count: WAL generated, including that of transactions still
+		// running, which pg_stat_wal.wal_bytes counts only when they end.
+		WALInsertBytes: {"wal_insert_lsn_bytes", lsnEpoch, func(s *collector.Snapshot) (float64, bool) { return float64(*s.Postgres.WALInsertLSN), true }},
 	}
 }
 
@@ -153,6 +158,17 @@ func walEpoch(s *collector.Snapshot) (epoch, bool) {
 		return epoch{}, false
 	}
 	return epoch{start: s.Postgres.StartTime, reset: s.Postgres.WAL.StatsReset}, true
+}
+
+// lsnEpoch is the life of the insert LSN. An LSN never goes back on one server, across
+// restarts and stats resets alike, so it has no epoch of its own: a decrease (another server
+// behind the same address, a restore) is caught as a reset by the reading going down. False on
+// a standby, which inserts no WAL, and when the position could not be read.
+func lsnEpoch(s *collector.Snapshot) (epoch, bool) {
+	if s.Postgres == nil || s.Postgres.WALInsertLSN == nil {
+		return epoch{}, false
+	}
+	return epoch{}, true
 }
 
 // checkpointEpoch is the life of a checkpointer counter (pg_stat_bgwriter or

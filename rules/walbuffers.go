@@ -60,7 +60,7 @@ func evalWALBuffersSmall(in Input) Result {
 	}
 	method, _ := s.value(collector.WALSyncMethod)
 	probe, _ := freshProbe(in)
-	b, ok := measureBufferWrites(w, s, method, probe)
+	b, ok := measureBufferWrites(w, s, method, probe, t)
 	if !ok {
 		return notEnough("no pg_stat_wal interval without a reset in the last %s", t.Window)
 	}
@@ -94,6 +94,7 @@ func evalWALBuffersSmall(in Input) Result {
 		{Name: "buffers_full_rate", Value: b.Rate, Unit: UnitPerSecond},
 		{Name: "buffers_full_share", Value: b.Share, Unit: UnitRatio},
 	}
+	evidence = append(evidence, b.estimateEvidence()...)
 	var why string
 	if b.PerWrite > 0 {
 		evidence = append(evidence,
@@ -121,8 +122,8 @@ func evalWALBuffersSmall(in Input) Result {
 		Current:     cv,
 		Recommended: collector.FormatMemory(next),
 		Action:      ActionRestart,
-		Summary: fmt.Sprintf("The WAL buffers (wal_buffers=%s) fill %.0f times a second, %s of WAL writes; %s%s.",
-			cv, b.Rate, pct(b.Share), why, pending),
+		Summary: fmt.Sprintf("The WAL buffers (wal_buffers=%s) fill %.0f times a second, %s of WAL writes%s; %s%s.",
+			cv, b.Rate, pct(b.Share), b.estimateNote(), why, pending),
 		Evidence: evidence,
 		ExpectedEffect: "Fewer, larger WAL writes, more of them done by the WAL writer instead of the " +
 			"backends (lab, seed 001 bulk insert at 64kB -> 16MB: 140 s -> 6.3 s with open_datasync, " +

@@ -181,6 +181,9 @@ func unexportedCounters() map[rules.Counter]string {
 		rules.DiskWriteSeconds:         nodeExporter,
 		rules.DiskFlushes:              nodeExporter,
 		rules.DiskFlushSeconds:         nodeExporter,
+		rules.WALInsertBytes: "a position, not a count of this exporter's: pg_stat_wal's wal_bytes_total counts the same WAL " +
+			"once its transaction ends, and a second byte counter of the same WAL would be summed twice on dashboards; " +
+			"the rules use it only as evidence of WAL from transactions still running",
 	}
 }
 
