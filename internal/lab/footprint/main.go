@@ -16,7 +16,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -95,7 +94,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		return fmt.Errorf("pgbench -i: %w: %s", err, b)
 	}
 
-	addr, err := freeAddr()
+	addr, err := lab.FreeAddr()
 	if err != nil {
 		return err
 	}
@@ -112,7 +111,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		_ = daemon.Wait()
 	}()
 	base := "http://" + addr
-	if err := waitReady(ctx, base+"/readyz"); err != nil {
+	if err := lab.WaitHTTPOK(ctx, base+"/readyz", 60*time.Second); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "daemon pid %d ready on %s (defaults: --interval 15s, --probe.interval 5m, --probe.burst 2s)\n", pid, addr)
@@ -127,7 +126,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := sleep(ctx, o.warmup); err != nil {
+	if err := lab.Sleep(ctx, o.warmup); err != nil {
 		return err
 	}
 	cpu0, err := cpuSeconds(pid)
@@ -136,7 +135,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	}
 	t0 := time.Now()
 	fmt.Fprintf(out, "steady state for %v\n", o.steady)
-	if err := sleep(ctx, o.steady); err != nil {
+	if err := lab.Sleep(ctx, o.steady); err != nil {
 		return err
 	}
 	cpu1, err := cpuSeconds(pid)
@@ -221,40 +220,6 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		slices.Min(without), slices.Max(without), slices.Min(with), slices.Max(with))
 	fmt.Fprintf(out, "  probe duty cycle (documented):     2 s / 5 min = %.2f %% of the time\n", 100*2.0/300)
 	return nil
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(d):
-		return nil
-	}
-}
-
-func waitReady(ctx context.Context, url string) error {
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		if resp, err := http.Get(url); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		if err := sleep(ctx, 200*time.Millisecond); err != nil {
-			return err
-		}
-	}
-	return errors.New("the daemon is not ready after 60 s")
 }
 
 // cpuSeconds reads utime + stime of a process from /proc/<pid>/stat.

@@ -12,7 +12,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -108,7 +107,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		defer stop()
 		sides = append(sides, &side{name: "pgwal-advisor (-compare)", url: "http://" + addr + "/metrics", ready: "http://" + addr + "/readyz"})
 	}
-	exporterAddr, err := freeAddr()
+	exporterAddr, err := lab.FreeAddr()
 	if err != nil {
 		return err
 	}
@@ -128,11 +127,11 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		// HTTP stack's share of every figure above it, with nothing of /metrics in it.
 		&side{name: "control: pgwal-advisor /healthz", url: "http://" + advisorAddr + "/healthz", ready: "http://" + advisorAddr + "/healthz"})
 	for _, s := range sides {
-		if err := waitOK(ctx, s.ready); err != nil {
+		if err := lab.WaitHTTPOK(ctx, s.ready, 60*time.Second); err != nil {
 			return err
 		}
 	}
-	if err := sleep(ctx, o.warmup); err != nil {
+	if err := lab.Sleep(ctx, o.warmup); err != nil {
 		return err
 	}
 	for _, s := range sides {
@@ -177,7 +176,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 // startAdvisor runs the daemon at its defaults (--interval 15s, probing every 5 min), as
 // deployed, and returns its address.
 func startAdvisor(ctx context.Context, bin string, c *lab.Cluster, probeDir string) (string, func(), error) {
-	addr, err := freeAddr()
+	addr, err := lab.FreeAddr()
 	if err != nil {
 		return "", nil, err
 	}
@@ -293,40 +292,6 @@ func numCPU() int {
 		return 0
 	}
 	return strings.Count(string(b), "\nprocessor") + 1
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(d):
-		return nil
-	}
-}
-
-func waitOK(ctx context.Context, url string) error {
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		if resp, err := http.Get(url); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		if err := sleep(ctx, 200*time.Millisecond); err != nil {
-			return err
-		}
-	}
-	return fmt.Errorf("%s does not answer 200 after 60 s", url)
 }
 
 // scrapeSize returns a scrape's size and its number of samples (lines that are not comments).
