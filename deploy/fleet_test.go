@@ -1,7 +1,6 @@
 package deploy
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,61 +11,17 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab"
 )
 
-// lockedBuffer collects a child process's output while the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // startProcess starts a long-running child and stops it (SIGTERM, then SIGKILL after 10 s)
 // when the test ends; its output is logged if the test failed.
 func startProcess(t *testing.T, name, bin string, args ...string) {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
-	var logs lockedBuffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	// Should the test binary die, the child dies with it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("%s output:\n%s", name, logs.String())
-		}
-	})
+	lab.StartProcess(t, name, exec.Command(bin, args...))
 }
 
 // promQuery evaluates an instant query and returns its samples as label set (in Prometheus's

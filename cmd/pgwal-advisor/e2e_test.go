@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -75,30 +74,7 @@ scrape_configs:
 		"--web.listen-address="+addr,
 		"--log.level=warn",
 	)
-	var logs syncBuffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	// Should the test binary die, Prometheus dies with it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start prometheus: %v", err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("prometheus log:\n%s", logs.String())
-		}
-	})
+	lab.StartProcess(t, "prometheus", cmd)
 	return "http://" + addr
 }
 
