@@ -98,6 +98,17 @@ type Evidence struct {
 	Unit  string  `json:"unit"`
 }
 
+// Predicted is what a recommendation predicts for one measured figure: its name (an evidence
+// name where one exists, e.g. "wal_write_wait_seconds_per_second"), its value now, the value
+// expected once the change is in force, and the unit. Basis says how the figure was reached.
+type Predicted struct {
+	Name    string  `json:"name"`
+	Current float64 `json:"current"`
+	Value   float64 `json:"value"`
+	Unit    string  `json:"unit"`
+	Basis   string  `json:"basis"`
+}
+
 // Finding is one thing a rule found, with what to do about it. The JSON field names are the
 // contract of `check --format json` and /api/v1/findings.
 type Finding struct {
@@ -119,6 +130,11 @@ type Finding struct {
 	// Prediction, when the rule can tell, is what the change should win; Resolve weighs it when
 	// rules disagree on a setting. Omitted from JSON when absent.
 	Prediction *Prediction `json:"prediction,omitempty"`
+	// Predicted is the figure the recommendation expects to move, measured now and predicted
+	// after the change, in the units a person and the apply step's verification can check
+	// (`.predicted` in check's JSON and /api/v1/findings). Every measured recommendation carries
+	// one; facts-only findings may not.
+	Predicted *Predicted `json:"predicted,omitempty"`
 	// FirstSeen is when the condition was first seen in the current episode, LastSeen the last
 	// evaluation that saw it. Run sets both to Input.Now; the Tracker keeps them across
 	// evaluations.

@@ -42,6 +42,7 @@ type Recommendation struct {
 	Evidence       []Evidence  `json:"evidence"`
 	ExpectedEffect string      `json:"expected_effect"`
 	Prediction     *Prediction `json:"prediction,omitempty"`
+	Predicted      *Predicted  `json:"predicted,omitempty"`
 	// Because lists every rule that recommends this value; Overruled the rules that recommended
 	// another one, and why they lost.
 	Because   []Support   `json:"because"`
@@ -72,7 +73,7 @@ func (r Recommendation) Finding() Finding {
 	return Finding{
 		Rule: r.Rule, Severity: r.Severity, Setting: r.Setting, Current: r.Current, Recommended: r.Recommended,
 		Action: r.Action, Summary: r.Summary, Evidence: r.Evidence, ExpectedEffect: r.ExpectedEffect,
-		Prediction: r.Prediction, FirstSeen: r.FirstSeen, LastSeen: r.LastSeen,
+		Prediction: r.Prediction, Predicted: r.Predicted, FirstSeen: r.FirstSeen, LastSeen: r.LastSeen,
 	}
 }
 
@@ -159,7 +160,7 @@ func resolveSetting(facts map[string]bool, group []Finding) Recommendation {
 	}
 	r := Recommendation{
 		Setting: d.Setting, Current: d.Current, Recommended: d.Recommended, Action: d.Action, Rule: d.Rule,
-		Summary: d.Summary, Evidence: d.Evidence, ExpectedEffect: d.ExpectedEffect,
+		Summary: d.Summary, Evidence: d.Evidence, ExpectedEffect: d.ExpectedEffect, Predicted: d.Predicted,
 		Because: []Support{}, Overruled: []Overruled{}, FirstSeen: d.FirstSeen, LastSeen: d.LastSeen,
 	}
 	for _, f := range sorted {
