@@ -175,6 +175,19 @@ func checkInstalled(t *testing.T, version string) {
 			t.Errorf("%s has mode %v, want %v", p, fi.Mode(), mode)
 		}
 	}
+	// The Prometheus rules and the dashboard are shipped as they are in the repository.
+	for src, dst := range map[string]string{
+		"prometheus/alerts.yml": "examples/prometheus/alerts.yml", "prometheus/recording.yml": "examples/prometheus/recording.yml",
+		"prometheus/scrape.yml": "examples/prometheus/scrape.yml", "grafana/pgwal-advisor.json": "examples/grafana/pgwal-advisor.json",
+	} {
+		want, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := os.ReadFile(pkgDoc + "/" + dst); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("the package's %s differs from deploy/%s (%v)", dst, src, err)
+		}
+	}
 	out, err := exec.Command("dpkg-query", "-W", "-f=${Conffiles}", pkgName).Output()
 	if err != nil || !strings.Contains(string(out), pkgDefault+" ") {
 		t.Errorf("dpkg does not list %s as a conffile: %q %v", pkgDefault, out, err)
