@@ -154,6 +154,12 @@ func TestApplyAndRollbackCLI(t *testing.T) {
 	if _, stderr, code := runCLI(t, "rollback", "--journal", journal, "--id", "1", "--dsn", c.DSN()); code != cli.ExitFailure || !strings.Contains(stderr, "not in effect") {
 		t.Errorf("rollback --id 1 of a rolled-back change: exit %d, %s", code, stderr)
 	}
+	// A --journal that does not exist is a mistyped path, not an empty journal: exit 3.
+	missing := filepath.Join(t.TempDir(), "no-such.journal")
+	out, stderr, code = runCLI(t, "rollback", "--journal", missing, "--all", "--dsn", c.DSN())
+	if code != cli.ExitFailure || strings.Contains(out, "Nothing to roll back") || !strings.Contains(stderr, "does not exist") {
+		t.Errorf("rollback of a missing --journal: exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
 	// An unreadable journal (a directory here): the error alone, and exit 3.
 	out, stderr, code = runCLI(t, "rollback", "--journal", t.TempDir(), "--all", "--dsn", c.DSN())
 	if code != cli.ExitFailure || strings.Contains(out, "Nothing to roll back") || !strings.Contains(stderr, "journal") {

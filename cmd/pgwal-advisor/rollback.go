@@ -2,7 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -41,8 +44,9 @@ full_page_writes, wal_level, ...), a value out of bounds, or a sysctl_file that 
 advisor's own file in the sysctl.d directory is refused with a REFUSED line naming the change,
 the setting and the reason; the other records are rolled back.
 
-Exit status: 0 when every rollback succeeded, 3 when one failed or was refused or the journal
-could not be read, 64 for a usage error.`,
+Exit status: 0 when every rollback succeeded (or there is nothing to roll back: no journal at the
+default path), 3 when one failed or was refused or the journal could not be read (a --journal
+given that does not exist included), 64 for a usage error.`,
 		Example: `  pgwal-advisor rollback --journal /var/lib/pgwal-advisor/apply.journal --id 3
   pgwal-advisor rollback --journal /var/lib/pgwal-advisor/apply.journal --all`,
 		Args: cobra.NoArgs,
@@ -52,6 +56,17 @@ could not be read, 64 for a usage error.`,
 			}
 			if id < 0 {
 				return fmt.Errorf("--id %d: change IDs are positive (see the journal's intent records): %w", id, cli.ErrUsage)
+			}
+			if _, err := os.Stat(journal); errors.Is(err, fs.ErrNotExist) {
+				// A journal named on the command line that is not there is most likely a
+				// mistyped path: saying "nothing to roll back" would hide changes that are
+				// in effect. The default journal missing means apply never ran here.
+				if cmd.Flags().Changed("journal") {
+					return fmt.Errorf("rollback: the journal %s does not exist: give the file the apply mode wrote "+
+						"(apply --journal, run --apply.journal; default %s)", journal, apply.DefaultJournal)
+				}
+				_, err := fmt.Fprintf(cmd.OutOrStdout(), "Nothing to roll back: there is no journal at %s, so the apply mode has not changed anything with it.\n", journal)
+				return err
 			}
 			ctx := cmd.Context()
 			pg := apply.NewPostgres(g.DSN, apply.PostgresOptions{QueryTimeout: g.QueryTimeout, ConfirmTimeout: confirmTimeout, Logger: g.Logger})
