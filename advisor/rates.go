@@ -23,15 +23,9 @@ type Rates struct {
 	Skipped                 []string `json:"skipped,omitempty"`
 }
 
-// rateCounters are the counters collect prints, in order.
-func rateCounters() []rules.Counter {
-	return []rules.Counter{
-		rules.WALRecords, rules.WALFPI, rules.WALBytes, rules.WALBuffersFull, rules.WALWrites,
-		rules.WALSyncs, rules.WALWriteSeconds, rules.WALSyncSeconds, rules.CheckpointsTimed,
-		rules.CheckpointsRequested, rules.CheckpointWriteSeconds, rules.CheckpointSyncSeconds,
-		rules.DiskWrites, rules.DiskWriteBytes, rules.DiskFlushes,
-	}
-}
+// rateCounters are the counters collect prints: every counter the rules read, in the counter
+// table's order, so that a counter added for a rule shows in `collect --interval` too.
+func rateCounters() []rules.Counter { return rules.Counters() }
 
 // RatesBetween computes the rates from prev to cur.
 func RatesBetween(prev, cur collector.Snapshot) Rates {
