@@ -27,6 +27,7 @@ const (
 	alertsTestFile  = "prometheus/tests/alerts_test.yml"
 	scrapeFile      = "prometheus/scrape.yml"
 	dashboardFile   = "grafana/pgwal-advisor.json"
+	fleetDashboard  = "grafana/pgwal-advisor-fleet.json"
 	runbookFile     = "../docs/runbook.md"
 	metricsFile     = "../docs/metrics.md"
 	runbookURLStart = "https://github.com/pgwal-advisor/pgwal-advisor/blob/main/docs/runbook.md#"
@@ -397,6 +398,7 @@ func documentedMetrics(t *testing.T) map[string]bool {
 
 var (
 	ownMetricRE  = regexp.MustCompile(`\bpgwal_advisor_[a-zA-Z0-9_]+`)
+	fleetNameRE  = regexp.MustCompile(`\bfleet:[a-zA-Z0-9_:]+`)
 	nodeMetricRE = regexp.MustCompile(`\bnode_[a-zA-Z0-9_]+`)
 	upRE         = regexp.MustCompile(`\bup\{`)
 )
@@ -404,6 +406,16 @@ var (
 // checkMetrics reports metric names in text that docs/metrics.md does not document.
 func checkMetrics(t *testing.T, where, text string, documented map[string]bool) {
 	t.Helper()
+	// A fleet aggregate is checked against the recording rules, not docs/metrics.md.
+	if names := fleetNameRE.FindAllString(text, -1); len(names) > 0 {
+		recorded := recordedNames(t)
+		for _, name := range names {
+			if !recorded[name] {
+				t.Errorf("%s uses %s, which %s does not record", where, name, recordingFile)
+			}
+		}
+		text = fleetNameRE.ReplaceAllString(text, "")
+	}
 	for _, name := range ownMetricRE.FindAllString(text, -1) {
 		if !documented[name] {
 			t.Errorf("%s uses %s, which is not in %s", where, name, metricsFile)
@@ -425,11 +437,29 @@ func TestMetricsDocumented(t *testing.T) {
 			t.Errorf("%s: up must be selected by job=\"pgwal-advisor\" (the scrape job of scrape.yml)", a.Alert)
 		}
 	}
-	for _, p := range dashboardPanels(t) {
-		for _, tg := range p.Targets {
-			checkMetrics(t, fmt.Sprintf("dashboard panel %q", p.Title), tg.Expr, documented)
+	for _, file := range []string{dashboardFile, fleetDashboard} {
+		for _, p := range dashboardPanels(t, file) {
+			for _, tg := range p.Targets {
+				checkMetrics(t, fmt.Sprintf("%s panel %q", file, p.Title), tg.Expr, documented)
+			}
 		}
 	}
+}
+
+// recordedNames are the series deploy/prometheus/recording.yml records.
+func recordedNames(t *testing.T) map[string]bool {
+	t.Helper()
+	var f ruleFile
+	if err := yaml.Unmarshal(readFile(t, recordingFile), &f); err != nil {
+		t.Fatalf("parse %s: %v", recordingFile, err)
+	}
+	names := map[string]bool{}
+	for _, g := range f.Groups {
+		for _, r := range g.Rules {
+			names[r.Record] = true
+		}
+	}
+	return names
 }
 
 type panel struct {
@@ -463,21 +493,21 @@ type dashboard struct {
 	Panels []panel `json:"panels"`
 }
 
-func loadDashboard(t *testing.T) dashboard {
+func loadDashboard(t *testing.T, file string) dashboard {
 	t.Helper()
 	var d dashboard
-	dec := json.NewDecoder(bytes.NewReader(readFile(t, dashboardFile)))
+	dec := json.NewDecoder(bytes.NewReader(readFile(t, file)))
 	if err := dec.Decode(&d); err != nil {
-		t.Fatalf("parse %s: %v", dashboardFile, err)
+		t.Fatalf("parse %s: %v", file, err)
 	}
 	if dec.More() {
-		t.Fatalf("%s: data after the dashboard object", dashboardFile)
+		t.Fatalf("%s: data after the dashboard object", file)
 	}
 	return d
 }
 
 // dashboardPanels returns every panel, those inside collapsed rows included, rows excluded.
-func dashboardPanels(t *testing.T) []panel {
+func dashboardPanels(t *testing.T, file string) []panel {
 	t.Helper()
 	var out []panel
 	var walk func([]panel)
@@ -489,12 +519,19 @@ func dashboardPanels(t *testing.T) []panel {
 			walk(p.Panels)
 		}
 	}
-	walk(loadDashboard(t).Panels)
+	walk(loadDashboard(t, file).Panels)
 	return out
 }
 
 func TestDashboard(t *testing.T) {
-	d := loadDashboard(t)
+	for _, file := range []string{dashboardFile, fleetDashboard} {
+		t.Run(filepath.Base(file), func(t *testing.T) { checkDashboard(t, file, file == dashboardFile) })
+	}
+}
+
+// checkDashboard checks one dashboard; perHost dashboards also select by the instance variable.
+func checkDashboard(t *testing.T, file string, perHost bool) {
+	d := loadDashboard(t, file)
 	if d.Title == "" || d.UID == "" {
 		t.Errorf("title %q, uid %q: want both", d.Title, d.UID)
 	}
@@ -505,11 +542,11 @@ func TestDashboard(t *testing.T) {
 			t.Errorf("variable datasource: query %v, want prometheus", v.Query)
 		}
 	}
-	if vars["datasource"] != "datasource" || vars["instance"] != "query" {
-		t.Errorf("variables %v: want datasource (type datasource) and instance (type query)", vars)
+	if vars["datasource"] != "datasource" || perHost && vars["instance"] != "query" {
+		t.Errorf("variables %v: want datasource (type datasource) and, per host, instance (type query)", vars)
 	}
 	ids := map[int]bool{}
-	panels := dashboardPanels(t)
+	panels := dashboardPanels(t, file)
 	if len(panels) == 0 {
 		t.Fatal("no panels")
 	}
@@ -532,7 +569,7 @@ func TestDashboard(t *testing.T) {
 				t.Errorf("panel %q, query %s: datasource must be the ${datasource} variable", p.Title, tg.RefID)
 			}
 			// Every query follows the instance selector, so one dashboard serves a fleet.
-			if strings.Contains(tg.Expr, "pgwal_advisor_") && !strings.Contains(tg.Expr, `instance=~"$instance"`) {
+			if perHost && strings.Contains(tg.Expr, "pgwal_advisor_") && !strings.Contains(tg.Expr, `instance=~"$instance"`) {
 				t.Errorf("panel %q, query %s: not filtered by instance=~\"$instance\": %s", p.Title, tg.RefID, tg.Expr)
 			}
 		}
@@ -549,9 +586,11 @@ func TestDashboardQueriesParse(t *testing.T) {
 	}
 	var rules []rule
 	r := strings.NewReplacer("$__rate_interval", "1m", "$instance", ".*")
-	for _, p := range dashboardPanels(t) {
-		for _, tg := range p.Targets {
-			rules = append(rules, rule{Record: fmt.Sprintf("dashboard:panel_%d:%s", p.ID, strings.ToLower(tg.RefID)), Expr: r.Replace(tg.Expr)})
+	for i, file := range []string{dashboardFile, fleetDashboard} {
+		for _, p := range dashboardPanels(t, file) {
+			for _, tg := range p.Targets {
+				rules = append(rules, rule{Record: fmt.Sprintf("dashboard:d%d_panel_%d:%s", i, p.ID, strings.ToLower(tg.RefID)), Expr: r.Replace(tg.Expr)})
+			}
 		}
 	}
 	out, err := yaml.Marshal(map[string]any{"groups": []any{map[string]any{"name": "dashboard", "rules": rules}}})

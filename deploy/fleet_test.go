@@ -183,4 +183,27 @@ scrape_configs:
 	for q, w := range want {
 		t.Logf("%s = %v", q, w)
 	}
+
+	// Every panel of the fleet dashboard shows something on this fleet, except those that need
+	// what the fleet does not do: probing (off here) and applied changes (none).
+	mayBeEmpty := map[string]bool{
+		"fleet:pgwal_advisor_probe_fdatasync_p50_seconds:quantile":  true,
+		"fleet:pgwal_advisor_probe_fdatasync_p50_seconds:max":       true,
+		"fleet:pgwal_advisor_apply_change_applied:hosts_by_setting": true,
+	}
+	r := strings.NewReplacer("$__rate_interval", "1m")
+	for _, p := range dashboardPanels(t, fleetDashboard) {
+		for _, tg := range p.Targets {
+			q := r.Replace(tg.Expr)
+			s, ok := promQuery(ctx, base, q)
+			switch {
+			case !ok:
+				t.Errorf("fleet dashboard, panel %q: query %s failed", p.Title, q)
+			case len(s) == 0 && !mayBeEmpty[q]:
+				t.Errorf("fleet dashboard, panel %q: %s is empty on a fleet of %d advisors", p.Title, q, len(targets))
+			default:
+				t.Logf("fleet dashboard, panel %q: %s: %d series", p.Title, q, len(s))
+			}
+		}
+	}
 }

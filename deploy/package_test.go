@@ -179,6 +179,7 @@ func checkInstalled(t *testing.T, version string) {
 	for src, dst := range map[string]string{
 		"prometheus/alerts.yml": "examples/prometheus/alerts.yml", "prometheus/recording.yml": "examples/prometheus/recording.yml",
 		"prometheus/scrape.yml": "examples/prometheus/scrape.yml", "grafana/pgwal-advisor.json": "examples/grafana/pgwal-advisor.json",
+		"grafana/pgwal-advisor-fleet.json": "examples/grafana/pgwal-advisor-fleet.json",
 	} {
 		want, err := os.ReadFile(src)
 		if err != nil {

@@ -47,7 +47,7 @@ deb=$out/pgwal-advisor_${deb_version}_amd64.deb
 rm -f "$deb"
 cp "$root/deploy/systemd/pgwal-advisor.default" "$root/deploy/systemd/apply.conf" "$stage/"
 cp "$root/deploy/prometheus/alerts.yml" "$root/deploy/prometheus/recording.yml" "$root/deploy/prometheus/scrape.yml" \
-	"$root/deploy/grafana/pgwal-advisor.json" "$stage/"
+	"$root/deploy/grafana/pgwal-advisor.json" "$root/deploy/grafana/pgwal-advisor-fleet.json" "$stage/"
 cp "$root/deploy/package/postinst" "$root/deploy/package/prerm" "$root/deploy/package/postrm" "$stage/"
 (cd "$stage" && PGWAL_PKG_VERSION=$deb_version \
 	./nfpm package --config "$root/deploy/package/nfpm.yaml" --packager deb --target "$deb" >/dev/null)
