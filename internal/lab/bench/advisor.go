@@ -83,13 +83,20 @@ func (o OnceApplier) Apply(ctx context.Context, t ApplyTarget, st advisor.State)
 	}
 	var out Applied
 	for _, p := range plan {
-		if p.Refused != "" {
+		switch {
+		case p.Refused != "":
 			out.Refused = append(out.Refused, p.Finding.Setting+": "+p.Refused)
+		case p.Skipped != "":
+			out.Refused = append(out.Refused, p.Finding.Setting+": skipped: "+p.Skipped)
 		}
 	}
 	plan, err = m.ApplyPlan(ctx, plan)
 	for _, p := range plan {
-		if p.ID == 0 || p.Error != "" {
+		if p.Error != "" {
+			out.Refused = append(out.Refused, p.Finding.Setting+": failed: "+p.Error)
+			continue
+		}
+		if p.ID == 0 {
 			continue
 		}
 		f := p.Finding
@@ -183,7 +190,8 @@ func (r *runner) check(ctx context.Context, w watchSpec) (*advisor.CheckResult, 
 		return nil, advisor.State{}, fmt.Errorf("workload while the advisor watched: %w", loadErr)
 	}
 	snap := s.Sample(ctx)
-	st := advisor.State{Snapshot: &snap, Findings: res.Findings, NotEnoughData: res.NotEnoughData, Probe: res.Probe,
+	// Apply acts on the recommendations, one per setting, resolved from the findings.
+	st := advisor.State{Snapshot: &snap, Findings: res.Findings, Recommendations: res.Recommendations, NotEnoughData: res.NotEnoughData, Probe: res.Probe,
 		ProbeEnabled: res.Probe != nil, ProbeDisabledReason: res.ProbeSkipped, Evaluated: snap.Time}
 	return res, st, nil
 }

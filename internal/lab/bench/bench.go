@@ -27,6 +27,7 @@ import (
 
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab"
 	"github.com/pgwal-advisor/pgwal-advisor/probes"
+	"github.com/pgwal-advisor/pgwal-advisor/rules"
 )
 
 // Scenario IDs, in the order the suite runs them.
@@ -102,6 +103,14 @@ type sizes struct {
 	s001Fast    time.Duration
 	s001Buffers []string
 	s001Methods []string
+	// s001SkipSlowOpenSync leaves open_sync out at 64kB and 1MB (it measures as open_datasync
+	// there, and each run takes minutes at the full size).
+	s001SkipSlowOpenSync bool
+	// s001WatchRows is the size of the statement the advisor watches (repeated when it ends
+	// before the window); s001TimingRows the timing lab's statement (0: no timing lab), which
+	// starts s001HeadStart after the daemon.
+	s001WatchRows, s001TimingRows  int
+	s001HeadStart, s001TimingWatch time.Duration
 
 	s002Clients []int
 	s002Secs    int
@@ -116,6 +125,7 @@ func sizesFor(quick bool) sizes {
 			latency: 4 * time.Millisecond, window: 32 * time.Second, probeBudget: 3 * time.Second, rounds: 2,
 			s000Secs: 3, s000Runs: 1, s000Methods: []string{"open_sync", "fdatasync"},
 			s001Rows: 20000, s001Runs: 1, s001Buffers: []string{"64kB", "16MB"}, s001Methods: []string{"open_datasync", "fdatasync"},
+			s001WatchRows: 200000, s001TimingRows: 300000, s001HeadStart: 35 * time.Second, s001TimingWatch: 30 * time.Second,
 			s002Clients: []int{1, 16}, s002Secs: 3,
 			s003Scale: 5, s003Secs: 35, s003Rate: 600,
 		}
@@ -123,8 +133,13 @@ func sizesFor(quick bool) sizes {
 	return sizes{
 		latency: 4 * time.Millisecond, window: 35 * time.Second, probeBudget: 5 * time.Second, rounds: 3,
 		s000Secs: 10, s000Runs: 4, s000Methods: durableMethods(),
-		s001Rows: 400000, s001Runs: 2, s001Extra: 2, s001Fast: 5 * time.Second, s001Buffers: []string{"64kB", "1MB", "16MB", "64MB"}, s001Methods: durableMethods(),
-		s002Clients: []int{1, 4, 16, 64, 100}, s002Secs: 8,
+		// 2M rows: at 400k the configurations near the best took 0.5-0.8 s with a 37% spread
+		// and were not resolved (docs/benchmarks.md of 2026-12-02). The fast ones run 5 times,
+		// enough for a 95% interval of the mean.
+		s001Rows: 2000000, s001Runs: 1, s001Extra: 4, s001Fast: 20 * time.Second, s001Buffers: []string{"64kB", "1MB", "16MB", "64MB"}, s001Methods: durableMethods(),
+		s001SkipSlowOpenSync: true, s001WatchRows: 2000000, s001TimingRows: 2000000, s001HeadStart: 35 * time.Second,
+		s001TimingWatch: rules.DefaultThresholds().RaiseAfter + time.Minute,
+		s002Clients:     []int{1, 4, 16, 64, 100}, s002Secs: 8,
 		s003Scale: 50, s003Secs: 90, s003Rate: 600, s003Grid: true,
 	}
 }

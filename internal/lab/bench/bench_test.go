@@ -57,6 +57,12 @@ func TestQuickHarness(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	vmBefore := readKnobsT(t)
+	// Seed 001's timing lab runs the daemon binary: built here and found on PATH.
+	binDir := t.TempDir()
+	if out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, "pgwal-advisor"), "../../../cmd/pgwal-advisor").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v: %s", err, out)
+	}
+	t.Setenv("PATH", binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
 	rep, err := Run(ctx, Options{Quick: true, Scenarios: []string{Seed002, Seed001}, Progress: logWriter{t}}, zaptest.NewLogger(t))
 	if errors.Is(err, simdisk.ErrNoFUSE) && os.Getenv("CI") == "" {
 		t.Skip(err)
@@ -97,6 +103,22 @@ func TestQuickHarness(t *testing.T) {
 	if n := len(s1.Configs); n < 5 {
 		t.Errorf("seed001 measured %d configurations, want at least 5", n)
 	}
+	if tm := s1.Timing; tm == nil {
+		t.Error("seed001: no timing lab")
+	} else {
+		if tm.CheckError != "" || tm.StatementSeconds <= 0 || tm.Rows != sizesFor(true).s001TimingRows {
+			t.Errorf("seed001 timing lab: check error %q, statement %.1f s, %d rows", tm.CheckError, tm.StatementSeconds, tm.Rows)
+		}
+		// check exits 0, 1 or 2 by the findings' severity; 3 or 64 is a failure to judge.
+		if tm.CheckExit > 2 {
+			t.Errorf("seed001 timing lab: check exited %d", tm.CheckExit)
+		}
+	}
+	// The start is seed 001's bad configuration: the advisor must change it (wal_sync_method
+	// reloads, so even one quick round applies it).
+	if s1.AdvisorChanges["wal_sync_method"] == "" {
+		t.Errorf("seed001: the advisor changed %v, want wal_sync_method among them", s1.AdvisorChanges)
+	}
 	s2 := rep.Scenarios[1]
 	if s2.VolatileCheck == nil {
 		t.Errorf("seed002: no check of the tmpfs cluster")
@@ -114,7 +136,7 @@ func TestQuickHarness(t *testing.T) {
 	if err := WriteJSON(&js, rep); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"## Seed 001", "## Seed 002", "## Targets", "static tuners", "grid (best)"} {
+	for _, want := range []string{"## Seed 001", "## Seed 002", "## Targets", "static tuners", "grid (best)", "Timing lab:"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("markdown lacks %q", want)
 		}

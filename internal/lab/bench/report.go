@@ -114,6 +114,9 @@ func writeScenario(b *strings.Builder, s *ScenarioResult) {
 		fmt.Fprintf(b, "The advisor's wal_sync_method: %s.\n\n", s.AdvisorMethod)
 	}
 	writeAdvisor(b, s)
+	if s.Timing != nil {
+		writeTiming(b, s.Timing)
+	}
 	if v := s.VolatileCheck; v != nil {
 		b.WriteString("The advisor on the cluster with its WAL on tmpfs:\n\n")
 		for _, f := range v.Findings {
@@ -140,16 +143,71 @@ func writeScenario(b *strings.Builder, s *ScenarioResult) {
 func writeValueTable(b *strings.Builder, s *ScenarioResult) {
 	unit := s.Metric
 	head := []string{"configuration", "role", "settings (over the base)", unit + " (median)", "runs"}
+	// The 95% interval of the mean, where some configuration ran often enough to have one.
+	withInterval := false
+	for _, c := range s.Configs {
+		if _, _, ok := interval95(c.Runs); ok {
+			withInterval = true
+		}
+	}
+	if withInterval {
+		head = append(head, "95% interval of the mean")
+	}
 	var rows [][]string
 	for _, c := range s.Configs {
 		runs := make([]string, len(c.Runs))
 		for i, v := range c.Runs {
 			runs[i] = num(v)
 		}
-		rows = append(rows, []string{c.Name, roles(c, s.GridBest), settingsText(c.Settings, c.Kernel), bold(num(c.Value), c.Name == s.GridBest), strings.Join(runs, ", ")})
+		row := []string{c.Name, roles(c, s.GridBest), settingsText(c.Settings, c.Kernel), bold(num(c.Value), c.Name == s.GridBest), strings.Join(runs, ", ")}
+		if withInterval {
+			iv := ""
+			if lo, hi, ok := interval95(c.Runs); ok {
+				iv = num(lo) + " - " + num(hi)
+			}
+			row = append(row, iv)
+		}
+		rows = append(rows, row)
 	}
 	table(b, head, rows)
 	b.WriteString("\n")
+}
+
+// writeTiming is seed 001's timing lab: when the daemon showed each recommendation pending and
+// firing, and what check said when started into the statement.
+func writeTiming(b *strings.Builder, tm *Timing) {
+	state := "ran to its end"
+	if !tm.Completed {
+		state = "was cut by the lab at the end of its watch"
+	}
+	fmt.Fprintf(b, "Timing lab: the daemon (`pgwal-advisor run`, its defaults: 15 s snapshots, RaiseAfter %.0f s, probing on) ran for %.0f s, "+
+		"then one INSERT of %d rows started on the starting configuration; it took %.1f s and %s. Seconds from the statement's start to the "+
+		"first time /api/v1/findings showed the recommendation:\n\n", tm.RaiseAfterSeconds, tm.HeadStartSeconds, tm.Rows, tm.StatementSeconds, state)
+	var rows [][]string
+	for _, s := range tm.Seen {
+		rows = append(rows, []string{s.Setting, s.Rule, s.Recommended, secondsOrNever(s.PendingSeconds), secondsOrNever(s.FiringSeconds)})
+	}
+	if len(rows) == 0 {
+		b.WriteString("(the daemon recommended nothing)\n\n")
+	} else {
+		table(b, []string{"setting", "rule (first)", "recommended", "pending", "firing"}, rows)
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(b, "`pgwal-advisor check --window %.0fs`, started %.0f s into the statement, exited %d", tm.CheckWindowSeconds, tm.CheckStartSeconds, tm.CheckExit)
+	if tm.CheckError != "" {
+		fmt.Fprintf(b, " and failed: %s.\n\n", tm.CheckError)
+		return
+	}
+	keys := slices.Sorted(maps.Keys(tm.CheckRecommends))
+	var recs []string
+	for _, k := range keys {
+		recs = append(recs, k+"="+tm.CheckRecommends[k])
+	}
+	if len(recs) == 0 {
+		b.WriteString(" recommending nothing.\n\n")
+		return
+	}
+	fmt.Fprintf(b, " recommending %s.\n\n", strings.Join(recs, ", "))
 }
 
 func writeClientsTable(b *strings.Builder, s *ScenarioResult) {

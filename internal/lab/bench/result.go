@@ -29,11 +29,13 @@ type ScenarioResult struct {
 	// AdvisorMethod is the wal_sync_method of the advisor's configuration (seed 000).
 	AdvisorMethod string `json:"advisor_method,omitempty"`
 	// VolatileCheck is the advisor's check of the cluster with its WAL on tmpfs (seed 002).
-	VolatileCheck   *VolatileCheck `json:"volatile_check,omitempty"`
-	Targets         []Target       `json:"targets,omitempty"`
-	Notes           []string       `json:"notes,omitempty"`
-	Error           string         `json:"error,omitempty"`
-	DurationSeconds float64        `json:"duration_seconds"`
+	VolatileCheck *VolatileCheck `json:"volatile_check,omitempty"`
+	// Timing is seed 001's timing lab.
+	Timing          *Timing  `json:"timing,omitempty"`
+	Targets         []Target `json:"targets,omitempty"`
+	Notes           []string `json:"notes,omitempty"`
+	Error           string   `json:"error,omitempty"`
+	DurationSeconds float64  `json:"duration_seconds"`
 }
 
 // ConfigResult is a configuration and what it measured.
