@@ -35,10 +35,13 @@ const (
 	Seed001 = "seed001"
 	Seed002 = "seed002"
 	Seed003 = "seed003"
+	// Neighbour is a bulk writer beside the database on its file system (issue: commit stalls
+	// from write-back).
+	Neighbour = "neighbour"
 )
 
 // ScenarioIDs returns every scenario the suite knows, in running order.
-func ScenarioIDs() []string { return []string{Seed000, Seed001, Seed002, Seed003} }
+func ScenarioIDs() []string { return []string{Seed000, Seed001, Seed002, Seed003, Neighbour} }
 
 // Options configure a run of the suite.
 type Options struct {
@@ -57,6 +60,10 @@ type Options struct {
 	Progress io.Writer
 	// Applier applies the advisor's findings; nil means advisor/apply's one-shot (OnceApplier).
 	Applier Applier
+	// NeighbourRounds and NeighbourWriterMB override the neighbour scenario's rounds and bulk
+	// writer size (0: the suite's, sizesFor).
+	NeighbourRounds   int
+	NeighbourWriterMB int
 }
 
 // Report is the suite's result. Its JSON is what `bench --format json` prints.
@@ -108,6 +115,12 @@ type sizes struct {
 
 	s003Scale, s003Secs, s003Rate int
 	s003Grid                      bool // the full 2x2 grid; quick measures start and advisor only
+
+	// The neighbour scenario: pgbench scale, the bulk writer's size, interleaved rounds, the
+	// whole grid under both queue models (quick: one grid point), the advisor's window.
+	nbScale, nbWriterMB, nbRounds int
+	nbGrid                        bool
+	nbWindow                      time.Duration
 }
 
 func sizesFor(quick bool) sizes {
@@ -118,6 +131,7 @@ func sizesFor(quick bool) sizes {
 			s001Rows: 20000, s001Runs: 1, s001Buffers: []string{"64kB", "16MB"}, s001Methods: []string{"open_datasync", "fdatasync"},
 			s002Clients: []int{1, 16}, s002Secs: 3,
 			s003Scale: 5, s003Secs: 35, s003Rate: 600,
+			nbScale: 5, nbWriterMB: 300, nbRounds: 1, nbWindow: 32 * time.Second,
 		}
 	}
 	return sizes{
@@ -126,6 +140,9 @@ func sizesFor(quick bool) sizes {
 		s001Rows: 400000, s001Runs: 2, s001Extra: 2, s001Fast: 5 * time.Second, s001Buffers: []string{"64kB", "1MB", "16MB", "64MB"}, s001Methods: durableMethods(),
 		s002Clients: []int{1, 4, 16, 64, 100}, s002Secs: 8,
 		s003Scale: 50, s003Secs: 90, s003Rate: 600, s003Grid: true,
+		// The issue's writer (3000 MB, about 38 s of the device's time); 90 s is the issue's
+		// check window.
+		nbScale: 10, nbWriterMB: 3000, nbRounds: 3, nbGrid: true, nbWindow: 90 * time.Second,
 	}
 }
 
@@ -237,6 +254,8 @@ func (r *runner) scenario(ctx context.Context, id string) (*ScenarioResult, erro
 		return r.seed002(ctx)
 	case Seed003:
 		return r.seed003(ctx)
+	case Neighbour:
+		return r.neighbour(ctx)
 	}
 	return nil, fmt.Errorf("unknown scenario %q", id)
 }
