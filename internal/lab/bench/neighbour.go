@@ -77,6 +77,18 @@ type NeighbourRun struct {
 	WALSyncMeanMS    float64 `json:"wal_sync_mean_ms"`
 	WALSyncStallMS   float64 `json:"wal_sync_mean_ms_stall"`
 	WALSyncOutsideMS float64 `json:"wal_sync_mean_ms_outside"`
+	// A WAL flush stuck behind write-back shows as seconds in which no flush completed while
+	// commits were scheduled (FlushlessSeconds), followed by one second that reports the
+	// whole stuck flush: WALSyncMaxSecondMS, the most flush time reported in one second, is
+	// about the longest flush. (The counters are cumulative; a mean over the flushes hides it,
+	// the quick flushes around the stuck one outnumber it.)
+	FlushlessSeconds   int     `json:"flushless_seconds"`
+	WALSyncMaxSecondMS float64 `json:"wal_sync_max_second_ms"`
+	// WaitStall and WaitOutside are the shares of the active client backends' samples
+	// (pg_stat_activity every 250 ms) per wait event ("IO:WALSync", "LWLock:WALWrite", "CPU"
+	// for none), during the stall seconds and outside them.
+	WaitStall   map[string]float64 `json:"wait_share_stall,omitempty"`
+	WaitOutside map[string]float64 `json:"wait_share_outside,omitempty"`
 	// Peaks of Dirty and of Writeback in /proc/meminfo (the whole host).
 	DirtyPeakBytes     int64 `json:"dirty_peak_bytes"`
 	WritebackPeakBytes int64 `json:"writeback_peak_bytes"`
@@ -86,7 +98,7 @@ type NeighbourRun struct {
 	// LogFsyncMaxMS is the slowest fsync of the log-like writer.
 	LogFsyncMaxMS float64 `json:"log_fsync_max_ms"`
 	// Per second of the run: commits completed, the p50/p99/max latency of the commits
-	// scheduled in it (ms), Dirty and Writeback (bytes), WAL flushes and their mean time (ms).
+	// scheduled in it (ms), Dirty and Writeback (bytes), WAL flushes and their time (ms).
 	PerSecond NeighbourSeconds `json:"per_second"`
 }
 
@@ -100,7 +112,7 @@ type NeighbourSeconds struct {
 	Dirty        []int64   `json:"dirty_bytes"`
 	Writeback    []int64   `json:"writeback_bytes"`
 	WALSyncs     []int64   `json:"wal_syncs"`
-	WALSyncMS    []float64 `json:"wal_sync_mean_ms"`
+	WALSyncMS    []float64 `json:"wal_sync_ms"` // flush time reported in the second, summed
 	sampledDirty int
 }
 
@@ -255,10 +267,10 @@ func (r *runner) neighbour(ctx context.Context) (res *ScenarioResult, err error)
 			return 0, err
 		}
 		runs[cfg.Name] = append(runs[cfg.Name], run)
-		r.say("%s: %-36s %2d stall s (longest %d), p50 %s ms, p99 %s ms, max %s ms, WAL flush %.1f ms (stall %.1f / outside %.1f), "+
-			"Dirty peak %s, Writeback peak %s, writer %.0f s", Neighbour, cfg.Name, run.StallSeconds, run.LongestStall,
-			num(run.P50LatencyMS), num(run.P99LatencyMS), num(run.MaxLatencyMS), run.WALSyncMeanMS, run.WALSyncStallMS,
-			run.WALSyncOutsideMS, humanBytes(float64(run.DirtyPeakBytes)), humanBytes(float64(run.WritebackPeakBytes)), run.WriterSeconds)
+		r.say("%s: %-36s %2d stall s (longest %d), p50 %s ms, p99 %s ms, max %s ms, %d s without a WAL flush, most flush time in a second %.0f ms, "+
+			"waits in the stall %s, Dirty peak %s, Writeback peak %s, writer %.0f s", Neighbour, cfg.Name, run.StallSeconds, run.LongestStall,
+			num(run.P50LatencyMS), num(run.P99LatencyMS), num(run.MaxLatencyMS), run.FlushlessSeconds, run.WALSyncMaxSecondMS,
+			sharesText(run.WaitStall), humanBytes(float64(run.DirtyPeakBytes)), humanBytes(float64(run.WritebackPeakBytes)), run.WriterSeconds)
 		return float64(run.StallSeconds), nil
 	})
 	for i := range results {
@@ -457,8 +469,10 @@ func (nb *nbRig) run(ctx context.Context, cfg Config, rateArgs []string, secs in
 		writer, slowSync time.Duration
 	)
 	t0 := time.Now()
-	wg.Add(3)
+	var waits []waitSample
+	wg.Add(4)
 	go func() { defer wg.Done(); samples = nb.sample(runCtx, wal, t0) }()
+	go func() { defer wg.Done(); waits = nb.waits(runCtx, t0) }()
 	go func() { defer wg.Done(); writer = nb.bulk(runCtx) }()
 	go func() { defer wg.Done(); slowSync = nb.log(runCtx) }()
 	args := append(append([]string{}, rateArgs...), "-T", strconv.Itoa(secs), "-l", "--log-prefix", logPrefix)
@@ -474,6 +488,7 @@ func (nb *nbRig) run(ctx context.Context, cfg Config, rateArgs []string, secs in
 		return nil, err
 	}
 	run := nbFigures(txns, samples, float64(t0.UnixNano())/1e9, secs)
+	run.WaitStall, run.WaitOutside = waitShares(waits, run.PerSecond.Stall)
 	run.WriterSeconds = writer.Seconds()
 	run.LogFsyncMaxMS = float64(slowSync) / float64(time.Millisecond)
 	return run, nil
@@ -508,6 +523,85 @@ func (nb *nbRig) sample(ctx context.Context, wal *walSyncReader, t0 time.Time) [
 		case <-tick.C:
 		}
 	}
+}
+
+// waitSample is what one active client backend waited on at one moment of the run.
+type waitSample struct {
+	at    float64 // seconds since the run's start
+	event string  // "type:event", "CPU" for none
+	n     int     // how many backends
+}
+
+// waitQuery counts the active client backends per wait event, the sampler's own excluded.
+const waitQuery = `SELECT coalesce(wait_event_type || ':' || wait_event, 'CPU'), count(*)::int FROM pg_stat_activity
+	WHERE backend_type = 'client backend' AND state = 'active' AND pid <> pg_backend_pid() GROUP BY 1`
+
+// waits samples the client backends' wait events every 250 ms until ctx ends. A failed read
+// loses that sample only: the figures it feeds are shares.
+func (nb *nbRig) waits(ctx context.Context, t0 time.Time) []waitSample {
+	conn, err := nb.c.Connect(ctx)
+	if err != nil {
+		nb.r.logger.Warn("wait event sampler", zap.Error(err))
+		return nil
+	}
+	defer conn.Close(context.Background())
+	var out []waitSample
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return out
+		case <-tick.C:
+		}
+		s, err := readWaits(ctx, conn, time.Since(t0).Seconds())
+		if err != nil {
+			continue
+		}
+		out = append(out, s...)
+	}
+}
+
+func readWaits(ctx context.Context, conn *pgx.Conn, at float64) ([]waitSample, error) {
+	rows, err := conn.Query(ctx, waitQuery)
+	if err != nil {
+		return nil, fmt.Errorf("read wait events: %w", err)
+	}
+	defer rows.Close()
+	var out []waitSample
+	for rows.Next() {
+		w := waitSample{at: at}
+		if err := rows.Scan(&w.event, &w.n); err != nil {
+			return nil, fmt.Errorf("read wait events: %w", err)
+		}
+		out = append(out, w)
+	}
+	return out, rows.Err()
+}
+
+// waitShares splits the wait samples by the second they fell in, stall or not, and returns
+// each wait event's share of the samples on either side (nil for a side without samples).
+func waitShares(ws []waitSample, stall []bool) (inStall, outside map[string]float64) {
+	count := func(want bool) map[string]float64 {
+		m := map[string]float64{}
+		total := 0
+		for _, w := range ws {
+			i := int(w.at)
+			if i < 0 || i >= len(stall)-1 || stall[i] != want {
+				continue
+			}
+			m[w.event] += float64(w.n)
+			total += w.n
+		}
+		if total == 0 {
+			return nil
+		}
+		for k := range m {
+			m[k] /= float64(total)
+		}
+		return m
+	}
+	return count(true), count(false)
 }
 
 // txn is one transaction of pgbench's log: when it completed and its latency from its
@@ -625,7 +719,7 @@ func nbFigures(txns []txn, samples []nbSample, t0 float64, secs int) *NeighbourR
 			dn, dms := s.syncs-prev.syncs, s.syncMS-prev.syncMS
 			if dn > 0 && dms >= 0 {
 				ps.WALSyncs[i] += dn
-				ps.WALSyncMS[i] = dms / float64(dn)
+				ps.WALSyncMS[i] += dms
 				if ps.Stall[i] {
 					stallN, stallMS = stallN+dn, stallMS+dms
 				} else {
@@ -634,6 +728,13 @@ func nbFigures(txns []txn, samples []nbSample, t0 float64, secs int) *NeighbourR
 			}
 		}
 		prev = s
+	}
+	for i := range secs - 1 {
+		run.WALSyncMaxSecondMS = max(run.WALSyncMaxSecondMS, ps.WALSyncMS[i])
+		// Second 0 has no reading before it.
+		if i > 0 && ps.WALSyncs[i] == 0 {
+			run.FlushlessSeconds++
+		}
 	}
 	run.WALSyncs = stallN + calmN
 	if run.WALSyncs > 0 {
@@ -721,6 +822,7 @@ type NeighbourSummary struct {
 	WALSyncMS, WALSyncStallMS, WALCalmMS float64
 	DirtyPeak, WritebackPeak             float64
 	WriterSeconds, LogFsyncMaxMS         float64
+	FlushlessSeconds, WALMaxSecondMS     float64
 	// Median is the run whose stall seconds are the median's (the lower middle for an even
 	// count): its per-second series are the ones shown.
 	Median *NeighbourRun
@@ -745,18 +847,20 @@ func summarize(runs []*NeighbourRun) *NeighbourSummary {
 	slices.SortStableFunc(sorted, func(a, b *NeighbourRun) int { return a.StallSeconds - b.StallSeconds })
 	return &NeighbourSummary{
 		StallSeconds: median(stalls), StallMin: minOf(stalls), StallMax: maxOf(stalls),
-		LongestStall:   pick(func(r *NeighbourRun) float64 { return float64(r.LongestStall) }),
-		P50MS:          pick(func(r *NeighbourRun) float64 { return r.P50LatencyMS }),
-		P99MS:          pick(func(r *NeighbourRun) float64 { return r.P99LatencyMS }),
-		MaxMS:          pick(func(r *NeighbourRun) float64 { return r.MaxLatencyMS }),
-		WALSyncMS:      pick(func(r *NeighbourRun) float64 { return r.WALSyncMeanMS }),
-		WALSyncStallMS: pick(func(r *NeighbourRun) float64 { return r.WALSyncStallMS }),
-		WALCalmMS:      pick(func(r *NeighbourRun) float64 { return r.WALSyncOutsideMS }),
-		DirtyPeak:      pick(func(r *NeighbourRun) float64 { return float64(r.DirtyPeakBytes) }),
-		WritebackPeak:  pick(func(r *NeighbourRun) float64 { return float64(r.WritebackPeakBytes) }),
-		WriterSeconds:  pick(func(r *NeighbourRun) float64 { return r.WriterSeconds }),
-		LogFsyncMaxMS:  pick(func(r *NeighbourRun) float64 { return r.LogFsyncMaxMS }),
-		Median:         sorted[(len(sorted)-1)/2],
+		LongestStall:     pick(func(r *NeighbourRun) float64 { return float64(r.LongestStall) }),
+		P50MS:            pick(func(r *NeighbourRun) float64 { return r.P50LatencyMS }),
+		P99MS:            pick(func(r *NeighbourRun) float64 { return r.P99LatencyMS }),
+		MaxMS:            pick(func(r *NeighbourRun) float64 { return r.MaxLatencyMS }),
+		WALSyncMS:        pick(func(r *NeighbourRun) float64 { return r.WALSyncMeanMS }),
+		WALSyncStallMS:   pick(func(r *NeighbourRun) float64 { return r.WALSyncStallMS }),
+		WALCalmMS:        pick(func(r *NeighbourRun) float64 { return r.WALSyncOutsideMS }),
+		DirtyPeak:        pick(func(r *NeighbourRun) float64 { return float64(r.DirtyPeakBytes) }),
+		WritebackPeak:    pick(func(r *NeighbourRun) float64 { return float64(r.WritebackPeakBytes) }),
+		WriterSeconds:    pick(func(r *NeighbourRun) float64 { return r.WriterSeconds }),
+		LogFsyncMaxMS:    pick(func(r *NeighbourRun) float64 { return r.LogFsyncMaxMS }),
+		FlushlessSeconds: pick(func(r *NeighbourRun) float64 { return float64(r.FlushlessSeconds) }),
+		WALMaxSecondMS:   pick(func(r *NeighbourRun) float64 { return r.WALSyncMaxSecondMS }),
+		Median:           sorted[(len(sorted)-1)/2],
 	}
 }
 

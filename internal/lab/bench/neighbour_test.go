@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/pgwal-advisor/pgwal-advisor/internal/lab"
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab/simdisk"
 )
 
@@ -151,8 +152,98 @@ func TestNBFigures(t *testing.T) {
 	if run.WALSyncs != 202 || run.WALSyncStallMS != 1000 || run.WALSyncOutsideMS != 1 {
 		t.Errorf("WAL flushes %d, mean in the stall %v ms, outside %v ms; want 202, 1000, 1", run.WALSyncs, run.WALSyncStallMS, run.WALSyncOutsideMS)
 	}
+	if run.FlushlessSeconds != 0 || run.WALSyncMaxSecondMS != 2000 {
+		t.Errorf("%d s without a flush, most flush time in a second %v ms; want 0, 2000", run.FlushlessSeconds, run.WALSyncMaxSecondMS)
+	}
+	samples[2] = nbSample{at: 2, dirty: 300 << 20, walOK: true, syncs: 110, syncMS: 110} // nothing flushed in second 1
+	samples[3] = nbSample{at: 3, walOK: true, syncs: 112, syncMS: 2110}
+	if run := nbFigures(txns, samples, t0, 4); run.FlushlessSeconds != 1 || run.WALSyncMaxSecondMS != 2000 || run.PerSecond.WALSyncMS[2] != 2000 {
+		t.Errorf("a flush stuck through second 1: %d s without a flush, most in a second %v ms, series %v; want 1, 2000, 2000 in second 2",
+			run.FlushlessSeconds, run.WALSyncMaxSecondMS, run.PerSecond.WALSyncMS)
+	}
 	if !(run.P50LatencyMS <= run.P99LatencyMS && run.P99LatencyMS <= run.MaxLatencyMS) || run.MaxLatencyMS != 2500 {
 		t.Errorf("p50 %v, p99 %v, max %v ms", run.P50LatencyMS, run.P99LatencyMS, run.MaxLatencyMS)
+	}
+}
+
+func TestWaitShares(t *testing.T) {
+	stall := []bool{false, true, false, false}
+	ws := []waitSample{
+		{at: 0.25, event: "CPU", n: 1}, {at: 0.5, event: "Client:ClientRead", n: 3},
+		{at: 1.25, event: "IO:WALSync", n: 1}, {at: 1.25, event: "LWLock:WALWrite", n: 3},
+		{at: 3.5, event: "IO:WALSync", n: 9}, // the last second is out
+	}
+	in, out := waitShares(ws, stall)
+	if in["IO:WALSync"] != 0.25 || in["LWLock:WALWrite"] != 0.75 || len(in) != 2 {
+		t.Errorf("shares in the stall %v, want WALSync 0.25, WALWrite 0.75", in)
+	}
+	if out["CPU"] != 0.25 || out["Client:ClientRead"] != 0.75 || len(out) != 2 {
+		t.Errorf("shares outside %v", out)
+	}
+	if got := sharesText(in); got != "LWLock:WALWrite 75%, IO:WALSync 25%" {
+		t.Errorf("sharesText = %q", got)
+	}
+	if in, _ := waitShares(nil, stall); in != nil {
+		t.Errorf("no samples: %v, want nil", in)
+	}
+}
+
+// TestNeighbourQueries runs the neighbour scenario's samplers' queries against a throwaway
+// cluster: the WAL flush counters advance with a committed write, and the wait-event query
+// sees an active client backend.
+func TestNeighbourQueries(t *testing.T) {
+	c := lab.NewTestCluster(t, lab.ClusterOptions{Settings: map[string]string{"track_wal_io_timing": "on"}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	wal, err := newWALSyncReader(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wal.close()
+	n0, _, err := wal.read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Exec(ctx, "CREATE TABLE t (v int); INSERT INTO t VALUES (1)"); err != nil {
+		t.Fatal(err)
+	}
+	// Backends report their WAL counters when they go idle, at most once a second.
+	var n1 int64
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if n1, _, err = wal.read(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n1 > n0 {
+			break
+		}
+	}
+	if n1 <= n0 {
+		t.Errorf("WAL flushes %d before and %d after a commit", n0, n1)
+	}
+
+	sleeper, err := c.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sleeper.Close(context.Background())
+	done := make(chan error, 1)
+	go func() { _, err := sleeper.Exec(ctx, "SELECT pg_sleep(2)"); done <- err }()
+	conn, err := c.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var seen []waitSample
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline) && len(seen) == 0; time.Sleep(100 * time.Millisecond) {
+		if seen, err = readWaits(ctx, conn, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(seen) != 1 || seen[0].event != "Timeout:PgSleep" || seen[0].n != 1 {
+		t.Errorf("wait events while one backend sleeps: %+v, want one Timeout:PgSleep", seen)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -166,5 +257,55 @@ func TestParseTxnLog(t *testing.T) {
 	}
 	if _, err := parseTxnLog(strings.NewReader("0 0 x 0 1700000000 100\n")); err == nil {
 		t.Error("a malformed line parsed")
+	}
+}
+
+// TestWriteNeighbourMarkdown renders a neighbour result built from nbFigures: the table, the
+// per-second series of the start, the targets and the prose block.
+func TestWriteNeighbourMarkdown(t *testing.T) {
+	run := func(stallAt int) *NeighbourRun {
+		var txns []txn
+		for s := range 10 {
+			for i := range nbRate {
+				lat := 2000.0
+				if s == stallAt {
+					lat = 3e6
+				}
+				txns = append(txns, txn{done: 100 + float64(s) + float64(i)/nbRate + lat/1e6, latUS: lat})
+			}
+		}
+		return nbFigures(txns, []nbSample{{at: 1, dirty: 100 << 20, walOK: true}, {at: 2, dirty: 50 << 20, walOK: true, syncs: 5, syncMS: 10}}, 100, 10)
+	}
+	start := Config{Name: "start", Durable: true, Queue: "serial", Roles: []string{RoleStart, RoleGrid, RoleAdvisor}}
+	low := Config{Name: "dirty 64MB/256MB", Durable: true, Queue: "serial", Roles: []string{RoleGrid},
+		Kernel: map[string]string{"dirty_background_bytes": "67108864", "dirty_bytes": "268435456"}}
+	res := &ScenarioResult{ID: Neighbour, Title: "Neighbour: test", Metric: "stall seconds", Runs: 2,
+		Advisor: &AdvisorRun{Rounds: []AdvisorRound{{Round: 1, WindowSeconds: 90}}}}
+	for _, c := range []struct {
+		cfg  Config
+		runs []*NeighbourRun
+	}{{start, []*NeighbourRun{run(3), run(4)}}, {low, []*NeighbourRun{run(-1), run(-1)}}} {
+		cr := ConfigResult{Config: c.cfg, Neighbour: c.runs}
+		for _, r := range c.runs {
+			cr.Runs = append(cr.Runs, float64(r.StallSeconds))
+		}
+		cr.Value = median(cr.Runs)
+		res.Configs = append(res.Configs, cr)
+	}
+	res.GridBest = nbBest(res, "serial")
+	res.Targets = append(res.Targets, nbCheckTarget(res), nbAdvisorTarget(res))
+	if res.GridBest != "dirty 64MB/256MB" {
+		t.Errorf("best = %q, want dirty 64MB/256MB", res.GridBest)
+	}
+	if tg := res.Targets[1]; !tg.Scored || tg.Met {
+		t.Errorf("advisor target %+v: want scored and missed (start 4-5 stall s against the best's 0)", tg)
+	}
+	var b strings.Builder
+	writeScenario(&b, res)
+	md := b.String()
+	for _, want := range []string{"| start | start, grid, advisor | serial |", "**0.00 (0, 0)**", "- start (", "p99 ms: ", "3", proseOpen + Neighbour, "MISSED"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
 	}
 }
