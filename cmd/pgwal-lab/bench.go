@@ -38,7 +38,7 @@ disk vs tmpfs), seed003 (16 rate-limited clients across checkpoints, flush-after
 vm.dirty_* and both of the simulated disk's queue models).
 
 The full suite takes about 25 minutes without the neighbour scenario, which alone takes about
-95 minutes with its 3 rounds (--neighbour-rounds 1: about 35); --quick runs tiny sizes and few configurations in a few
+85 minutes with its 3 rounds of 18 runs of 85 s (--neighbour-rounds 1: about 30); --quick runs tiny sizes and few configurations in a few
 minutes, a smoke test of the harness rather than of the figures. Progress goes to stderr, the
 tables (markdown) or --format json to stdout; --out also writes the markdown report to a file,
 keeping the prose blocks and the hand-written sections of the file it replaces.

@@ -25,18 +25,23 @@ func proseFor(id string) (string, bool) {
 	return "", false
 }
 
-// neighbourProse is the default mechanism paragraph, to be rewritten from the full run's
-// figures.
-const neighbourProse = `**The mechanism.** On this stack a WAL flush is an fdatasync on ext4: it writes the WAL's dirty pages, ` +
-	`commits the jbd2 journal and sends the loop device a cache flush, which the loop device passes to the simulated disk ` +
-	`as an fsync. Everything the kernel's write-back of the bulk writer's data has queued below ext4 (the loop device's ` +
-	`queue, its direct I/O on the backing file, the simulated disk) is ahead of the WAL's own writes: the simulated disk ` +
-	`sees only plain writes from the loop device and cannot tell the WAL's from the neighbour's, so its queue model changes ` +
-	`only where a flush waits, not where the WAL's data waits. When Dirty reaches the background threshold (or the data ` +
-	`expires, dirty_expire_centisecs), write-back keeps the device busy until the backlog is written; above the dirty limit ` +
-	`balance_dirty_pages throttles every writer on the machine, PostgreSQL's backends included. Compare the stall seconds ` +
-	`under the two queue models: where they agree, the conclusion does not depend on the simulated disk's queue; where they ` +
-	`differ, it does, and the serial model (one FIFO queue, the calibrated device) is the pessimistic one.`
+// neighbourProse is the default mechanism paragraph: what the stack makes a WAL flush wait
+// behind, and how to read the table. Rewrite it in the report from the full run's figures.
+const neighbourProse = `**What a WAL flush waits behind on this stack.** A commit's WAL flush is an fdatasync on ext4: ` +
+	`it writes the WAL's dirty pages through the loop device and ends with a cache flush, which the loop device passes ` +
+	`to the simulated disk as an fsync. The bulk writer's data goes out through the same loop device. Once the kernel ` +
+	`starts writing it back, the WAL's writes (and a journal commit, which under ext4's default data=ordered first forces ` +
+	`out the data of blocks allocated in its transaction) queue behind what write-back has already submitted, and the commits wait until that ` +
+	`backlog has reached the device at 80 MB/s: the stall shows as seconds in which no WAL flush completes, then one ` +
+	`second that reports the whole stuck flush (the wait-event column says what the backends waited on). ` +
+	`Write-back starts when Dirty passes the background threshold, or, for data that never does, when it expires ` +
+	`(dirty_expire_centisecs, 30 s by default): with the default ratios on a large machine a writer smaller than ` +
+	`the threshold stalls nobody while it writes and the commits stall about 30 s later. A lower threshold moves ` +
+	`the stall to the writer's start, and above the dirty limit balance_dirty_pages throttles the writer itself. ` +
+	`The simulated disk sees only the loop device's plain writes and flushes, so it cannot tell the WAL's writes ` +
+	`from the neighbour's: its queue model (serial, or priority for syncs) changes where a flush waits, not where ` +
+	`the WAL's data waits. Where the two queue models' stall seconds agree, a conclusion does not depend on the ` +
+	`simulated disk's queue; where they differ, it does, and the serial model is the pessimistic one.`
 
 func writeProse(b *strings.Builder, id, text string) {
 	fmt.Fprintf(b, "%s%s%s%s\n%s%s -->\n\n", proseOpen, id, proseNote, strings.TrimSpace(text), proseClose, id)
