@@ -199,7 +199,7 @@ func (r *runner) neighbour(ctx context.Context) (res *ScenarioResult, err error)
 	disk.SetBandwidth(nbBandwidth)
 	disk.SetLatency(nbLatency)
 
-	nb := &nbRig{r: r, c: c, disk: disk, mnt: mnt, dir: writers, writerMB: writerMB}
+	nb := &nbRig{r: r, c: c, disk: disk, dir: writers, writerMB: writerMB}
 	rateArgs := []string{"-n", "-c", strconv.Itoa(nbClients), "-j", "2", "-R", strconv.Itoa(nbRate)}
 	load := func(ctx context.Context) error {
 		if err := nb.reset(ctx); err != nil {
@@ -289,10 +289,11 @@ func (r *runner) neighbour(ctx context.Context) (res *ScenarioResult, err error)
 		res.Notes = append(res.Notes, fmt.Sprintf("Best of the grid on the priority queue model: %s.", best))
 	}
 	res.Notes = append(res.Notes, fmt.Sprintf("Each configuration ran %d time(s), interleaved (rounds over all configurations, the order "+
-		"reversed every round), each run after removing the writers' files, fstrim, CHECKPOINT, sync(2) and Dirty+Writeback below %s; "+
+		"reversed every round), each run after removing the writers' files, CHECKPOINT, sync(2) and Dirty+Writeback below %s; "+
 		"figures are medians over the runs, stall seconds with their range. The simulated disk's source is on tmpfs: the loop "+
-		"device's blocks there are memory the kernel cannot reclaim, so ratio thresholds are of a little less available memory "+
-		"as the file system fills (fstrim between runs returns it).", rounds, humanBytes(nbDrained)))
+		"device's blocks there are memory the kernel cannot reclaim (a removed file's blocks stay in the backing file: discards "+
+		"do not reach it), so the ratio thresholds are of up to %s less available memory as the file system fills.",
+		rounds, humanBytes(nbDrained), humanBytes(float64(size))))
 	if s := spreadNote(res); s != "" {
 		res.Notes = append(res.Notes, s)
 	}
@@ -335,14 +336,12 @@ type nbRig struct {
 	r        *runner
 	c        *lab.Cluster
 	disk     *simdisk.Disk
-	mnt      string
 	dir      string
 	writerMB int
 }
 
-// reset removes the writers' files, returns their blocks to the simulated disk's source
-// (fstrim: the loop device punches them out of its backing file), checkpoints and waits for
-// write-back to drain, so that every run starts from the same state.
+// reset removes the writers' files, checkpoints and waits for write-back to drain, so that
+// every run starts from the same state.
 func (nb *nbRig) reset(ctx context.Context) error {
 	for _, f := range []string{"bulk", "log"} {
 		if err := os.Remove(filepath.Join(nb.dir, f)); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -350,11 +349,6 @@ func (nb *nbRig) reset(ctx context.Context) error {
 		}
 	}
 	unix.Sync()
-	if _, err := exec.LookPath("fstrim"); err == nil {
-		if out, err := exec.CommandContext(ctx, "fstrim", nb.mnt).CombinedOutput(); err != nil {
-			nb.r.logger.Debug("fstrim failed", zap.Error(err), zap.ByteString("output", out))
-		}
-	}
 	if err := checkpoint(ctx, nb.c); err != nil {
 		return err
 	}
