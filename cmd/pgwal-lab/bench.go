@@ -54,6 +54,9 @@ installed. Everything it starts is torn down and vm.dirty_* restored, also on Ct
 					return fmt.Errorf("--scenario %q: want %s: %w", s, strings.Join(bench.ScenarioIDs(), ", "), cli.ErrUsage)
 				}
 			}
+			if opts.NeighbourRounds < 0 || opts.NeighbourWriterMB < 0 {
+				return fmt.Errorf("--neighbour-rounds and --neighbour-mb must not be negative: %w", cli.ErrUsage)
+			}
 			opts.Scenarios = scenarios
 			opts.ProcFS, opts.SysFS = g.ProcFS, g.SysFS
 			opts.Progress = cmd.ErrOrStderr()
