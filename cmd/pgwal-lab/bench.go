@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"slices"
 	"strings"
@@ -31,11 +33,15 @@ apply mode would apply is applied, the best of a small grid search, and what the
 
 Scenarios: seed000 (one client, TPC-B, each wal_sync_method), seed001 (bulk insert from
 wal_buffers=64kB/open_datasync), seed002 (1-100 clients of single-row INSERT commits, WAL on the
-disk vs tmpfs), seed003 (16 rate-limited clients across checkpoints, flush-after off).
+disk vs tmpfs), seed003 (16 rate-limited clients across checkpoints, flush-after off), neighbour
+(a bulk writer on the database's file system beside 4 rate-limited clients, over a grid of
+vm.dirty_* and both of the simulated disk's queue models).
 
-The full suite takes about 25 minutes; --quick runs tiny sizes and few configurations in a few
+The full suite takes about 25 minutes without the neighbour scenario, which alone takes about
+85 minutes with its 3 rounds of 18 runs of 85 s (--neighbour-rounds 1: about 30); --quick runs tiny sizes and few configurations in a few
 minutes, a smoke test of the harness rather than of the figures. Progress goes to stderr, the
-tables (markdown) or --format json to stdout; --out also writes the markdown report to a file.
+tables (markdown) or --format json to stdout; --out also writes the markdown report to a file,
+keeping the prose blocks and the hand-written sections of the file it replaces.
 It must run as root (FUSE, loop devices, /proc/sys/vm) with PostgreSQL's server binaries
 installed. Everything it starts is torn down and vm.dirty_* restored, also on Ctrl-C.`,
 		Example: `  pgwal-lab bench --quick
@@ -47,6 +53,9 @@ installed. Everything it starts is torn down and vm.dirty_* restored, also on Ct
 				if !slices.Contains(bench.ScenarioIDs(), strings.TrimSpace(s)) {
 					return fmt.Errorf("--scenario %q: want %s: %w", s, strings.Join(bench.ScenarioIDs(), ", "), cli.ErrUsage)
 				}
+			}
+			if opts.NeighbourRounds < 0 || opts.NeighbourWriterMB < 0 {
+				return fmt.Errorf("--neighbour-rounds and --neighbour-mb must not be negative: %w", cli.ErrUsage)
 			}
 			opts.Scenarios = scenarios
 			opts.ProcFS, opts.SysFS = g.ProcFS, g.SysFS
@@ -61,7 +70,13 @@ installed. Everything it starts is torn down and vm.dirty_* restored, also on Ct
 				return err
 			}
 			if out != "" {
-				if err := os.WriteFile(out, md.Bytes(), 0o644); err != nil {
+				doc := md.Bytes()
+				if prev, err := os.ReadFile(out); err == nil {
+					doc = bench.MergeProse(prev, doc)
+				} else if !errors.Is(err, fs.ErrNotExist) {
+					return fmt.Errorf("read --out: %w", err)
+				}
+				if err := os.WriteFile(out, doc, 0o644); err != nil {
 					return fmt.Errorf("write --out: %w", err)
 				}
 			}
@@ -77,7 +92,9 @@ installed. Everything it starts is torn down and vm.dirty_* restored, also on Ct
 	}
 	f := cmd.Flags()
 	f.BoolVar(&opts.Quick, "quick", false, "tiny sizes and few configurations: a smoke test of the harness (a few minutes)")
-	f.StringSliceVar(&scenarios, "scenario", nil, "scenarios to run, comma-separated: seed000, seed001, seed002, seed003 (default all)")
+	f.StringSliceVar(&scenarios, "scenario", nil, "scenarios to run, comma-separated: seed000, seed001, seed002, seed003, neighbour (default all)")
+	f.IntVar(&opts.NeighbourRounds, "neighbour-rounds", 0, "interleaved rounds of the neighbour scenario (0: 3, --quick 1)")
+	f.IntVar(&opts.NeighbourWriterMB, "neighbour-mb", 0, "MB the neighbour scenario's bulk writer writes (0: 3000, --quick 300)")
 	f.StringVar(&out, "out", "", "also write the markdown report to this file (e.g. docs/benchmarks.md)")
 	return cmd
 }

@@ -33,6 +33,8 @@ func TestBenchUsageErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"--scenario", "seed009"},
 		{"--scenario", "seed001,nope"},
+		{"--scenario", "neighbour", "--neighbour-rounds", "-1"},
+		{"--scenario", "neighbour", "--neighbour-mb", "-300"},
 	} {
 		_, _, err := benchCmd(t, "table", args...)
 		if !errors.Is(err, cli.ErrUsage) {

@@ -36,10 +36,13 @@ const (
 	Seed001 = "seed001"
 	Seed002 = "seed002"
 	Seed003 = "seed003"
+	// Neighbour is a bulk writer beside the database on its file system (issue: commit stalls
+	// from write-back).
+	Neighbour = "neighbour"
 )
 
 // ScenarioIDs returns every scenario the suite knows, in running order.
-func ScenarioIDs() []string { return []string{Seed000, Seed001, Seed002, Seed003} }
+func ScenarioIDs() []string { return []string{Seed000, Seed001, Seed002, Seed003, Neighbour} }
 
 // Options configure a run of the suite.
 type Options struct {
@@ -58,6 +61,10 @@ type Options struct {
 	Progress io.Writer
 	// Applier applies the advisor's findings; nil means advisor/apply's one-shot (OnceApplier).
 	Applier Applier
+	// NeighbourRounds and NeighbourWriterMB override the neighbour scenario's rounds and bulk
+	// writer size (0: the suite's, sizesFor).
+	NeighbourRounds   int
+	NeighbourWriterMB int
 }
 
 // Report is the suite's result. Its JSON is what `bench --format json` prints.
@@ -117,6 +124,12 @@ type sizes struct {
 
 	s003Scale, s003Secs, s003Rate int
 	s003Grid                      bool // the full 2x2 grid; quick measures start and advisor only
+
+	// The neighbour scenario: pgbench scale, the bulk writer's size, interleaved rounds, the
+	// whole grid under both queue models (quick: one grid point), the advisor's window.
+	nbScale, nbWriterMB, nbRounds int
+	nbGrid                        bool
+	nbWindow                      time.Duration
 }
 
 func sizesFor(quick bool) sizes {
@@ -128,6 +141,7 @@ func sizesFor(quick bool) sizes {
 			s001WatchRows: 200000, s001TimingRows: 300000, s001HeadStart: 35 * time.Second, s001TimingWatch: 30 * time.Second,
 			s002Clients: []int{1, 16}, s002Secs: 3,
 			s003Scale: 5, s003Secs: 35, s003Rate: 600,
+			nbScale: 5, nbWriterMB: 300, nbRounds: 1, nbWindow: 32 * time.Second,
 		}
 	}
 	return sizes{
@@ -141,6 +155,9 @@ func sizesFor(quick bool) sizes {
 		s001TimingWatch: rules.DefaultThresholds().RaiseAfter + time.Minute,
 		s002Clients:     []int{1, 4, 16, 64, 100}, s002Secs: 8,
 		s003Scale: 50, s003Secs: 90, s003Rate: 600, s003Grid: true,
+		// The issue's writer (3000 MB, about 38 s of the device's time); 90 s is the issue's
+		// check window.
+		nbScale: 10, nbWriterMB: 3000, nbRounds: 3, nbGrid: true, nbWindow: 90 * time.Second,
 	}
 }
 
@@ -252,6 +269,8 @@ func (r *runner) scenario(ctx context.Context, id string) (*ScenarioResult, erro
 		return r.seed002(ctx)
 	case Seed003:
 		return r.seed003(ctx)
+	case Neighbour:
+		return r.neighbour(ctx)
 	}
 	return nil, fmt.Errorf("unknown scenario %q", id)
 }

@@ -39,6 +39,9 @@ type Config struct {
 	// WAL is where the WAL lives when the scenario varies it ("tmpfs"); empty is the
 	// scenario's simulated disk.
 	WAL string `json:"wal,omitempty"`
+	// Queue is the simulated disk's queue model when the scenario varies it (neighbour):
+	// "serial" or "priority" (simdisk.QueueModel); empty is the disk's default, serial.
+	Queue string `json:"queue,omitempty"`
 	// Durable is false for configurations that give up durability: they are measured as
 	// references, never candidates for "best".
 	Durable bool     `json:"durable"`
@@ -56,12 +59,12 @@ func (c Config) key() string {
 	for _, k := range slices.Sorted(maps.Keys(c.Kernel)) {
 		fmt.Fprintf(&b, "%s=%s;", k, c.Kernel[k])
 	}
-	return b.String() + "|" + c.WAL
+	return b.String() + "|" + c.WAL + "|" + c.Queue
 }
 
 // with returns a copy of c named name with settings overridden by set.
 func (c Config) with(name string, set map[string]string) Config {
-	out := Config{Name: name, Settings: maps.Clone(c.Settings), Kernel: maps.Clone(c.Kernel), WAL: c.WAL, Durable: c.Durable}
+	out := Config{Name: name, Settings: maps.Clone(c.Settings), Kernel: maps.Clone(c.Kernel), WAL: c.WAL, Queue: c.Queue, Durable: c.Durable}
 	if out.Settings == nil {
 		out.Settings = map[string]string{}
 	}

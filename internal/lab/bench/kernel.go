@@ -12,10 +12,12 @@ import (
 	"sync"
 )
 
-// dirtyKnobs are the /proc/sys/vm knobs the suite may change (seed 003's grid, the advisor's
-// sysctl findings). Each *_bytes knob has a *_ratio twin: writing one zeroes the other.
+// dirtyKnobs are the /proc/sys/vm knobs the suite may change (seed 003's and the neighbour
+// scenario's grids, the advisor's sysctl findings). Each *_bytes knob has a *_ratio twin:
+// writing one zeroes the other. The two *_centisecs knobs stand alone.
 func dirtyKnobs() []string {
-	return []string{"dirty_background_ratio", "dirty_ratio", "dirty_background_bytes", "dirty_bytes"}
+	return []string{"dirty_background_ratio", "dirty_ratio", "dirty_background_bytes", "dirty_bytes",
+		"dirty_expire_centisecs", "dirty_writeback_centisecs"}
 }
 
 // vmKnobs remembers the kernel's dirty-page settings as the suite found them and puts them back.
@@ -128,6 +130,9 @@ func (k *vmKnobs) restore() error {
 		if k.orig[n] > 0 {
 			errs = append(errs, k.write(n, k.orig[n]))
 		}
+	}
+	for _, n := range []string{"dirty_expire_centisecs", "dirty_writeback_centisecs"} {
+		errs = append(errs, k.write(n, k.orig[n]))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("restore the kernel's dirty-page settings: %w", err)

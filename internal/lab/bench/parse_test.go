@@ -152,9 +152,12 @@ func TestVMKnobsRestore(t *testing.T) {
 		name string
 		orig map[string]string
 	}{
-		{"ratios", map[string]string{"dirty_background_ratio": "10", "dirty_ratio": "20", "dirty_background_bytes": "0", "dirty_bytes": "0"}},
-		{"bytes", map[string]string{"dirty_background_ratio": "0", "dirty_ratio": "0", "dirty_background_bytes": "67108864", "dirty_bytes": "536870912"}},
-		{"mixed", map[string]string{"dirty_background_ratio": "5", "dirty_ratio": "0", "dirty_background_bytes": "0", "dirty_bytes": "536870912"}},
+		{"ratios", map[string]string{"dirty_background_ratio": "10", "dirty_ratio": "20", "dirty_background_bytes": "0", "dirty_bytes": "0",
+			"dirty_expire_centisecs": "3000", "dirty_writeback_centisecs": "500"}},
+		{"bytes", map[string]string{"dirty_background_ratio": "0", "dirty_ratio": "0", "dirty_background_bytes": "67108864", "dirty_bytes": "536870912",
+			"dirty_expire_centisecs": "1500", "dirty_writeback_centisecs": "100"}},
+		{"mixed", map[string]string{"dirty_background_ratio": "5", "dirty_ratio": "0", "dirty_background_bytes": "0", "dirty_bytes": "536870912",
+			"dirty_expire_centisecs": "3000", "dirty_writeback_centisecs": "0"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			procfs := t.TempDir()
@@ -175,9 +178,12 @@ func TestVMKnobsRestore(t *testing.T) {
 				if err := os.WriteFile(p, b, 0o644); err != nil {
 					return err
 				}
+				if twin[filepath.Base(p)] == "" {
+					return nil
+				}
 				return os.WriteFile(filepath.Join(filepath.Dir(p), twin[filepath.Base(p)]), []byte("0"), 0o644)
 			}
-			if err := k.set(map[string]string{"dirty_background_bytes": "1048576", "dirty_bytes": "4194304"}); err != nil {
+			if err := k.set(map[string]string{"dirty_background_bytes": "1048576", "dirty_bytes": "4194304", "dirty_expire_centisecs": "500"}); err != nil {
 				t.Fatal(err)
 			}
 			if b, _ := os.ReadFile(filepath.Join(vm, "dirty_bytes")); string(b) != "4194304" {

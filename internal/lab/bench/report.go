@@ -107,6 +107,8 @@ func writeScenario(b *strings.Builder, s *ScenarioResult) {
 		writeClientsTable(b, s)
 	case s.ID == Seed003 && len(s.Configs) > 0:
 		writeSmoothTable(b, s)
+	case s.ID == Neighbour && len(s.Configs) > 0:
+		writeNeighbourTable(b, s)
 	case len(s.Configs) > 0:
 		writeValueTable(b, s)
 	}
@@ -136,6 +138,9 @@ func writeScenario(b *strings.Builder, s *ScenarioResult) {
 	}
 	for _, n := range s.Notes {
 		fmt.Fprintf(b, "%s\n\n", n)
+	}
+	if text, ok := proseFor(s.ID); ok {
+		writeProse(b, s.ID, text)
 	}
 	fmt.Fprintf(b, "Scenario time: %s.\n\n", (time.Duration(s.DurationSeconds) * time.Second).String())
 }

@@ -48,6 +48,8 @@ type ConfigResult struct {
 	Clients []ClientsResult `json:"clients,omitempty"`
 	// Smooth holds seed 003's per-second throughput and latency figures.
 	Smooth *Smoothness `json:"smoothness,omitempty"`
+	// Neighbour holds the neighbour scenario's runs, in the order they ran.
+	Neighbour []*NeighbourRun `json:"neighbour_runs,omitempty"`
 }
 
 // ClientsResult is seed 002's throughput at one number of clients.

@@ -117,3 +117,77 @@ func TestDeviceSetters(t *testing.T) {
 		t.Errorf("sync write of 1 MB completes after %v, want 1.005s", got)
 	}
 }
+
+// TestDeviceQueueModels issues a sync and a synchronous (O_DSYNC) write behind N queued plain
+// writes: under the serial model both complete after every one of them, under the priority
+// model before the first. The device only computes completion times, so the order is exact.
+func TestDeviceQueueModels(t *testing.T) {
+	const n = 5
+	const latency = time.Millisecond
+	tests := []struct {
+		queue QueueModel
+		// before is whether the synchronous work completes before the first queued write.
+		before bool
+	}{
+		{QueueSerial, false},
+		{"", false}, // the default is serial
+		{QueuePriority, true},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.queue), func(t *testing.T) {
+			dv := newDevice(latency, 0, 1e6, 1)
+			dv.setQueue(tt.queue)
+			var plain []time.Time
+			for range n {
+				plain = append(plain, dv.book(t0, 1e6, false, false)) // 1 s of write-back each
+			}
+			sync := dv.book(t0.Add(10*time.Millisecond), 0, true, true)
+			dsyncWrite := dv.book(t0.Add(20*time.Millisecond), 8192, false, true)
+			dsync := dv.book(t0.Add(20*time.Millisecond), 0, true, true) // its FSYNC, from the write's arrival
+			later := dv.book(t0.Add(30*time.Millisecond), 1e6, false, false)
+
+			first, last := plain[0], plain[n-1]
+			for name, at := range map[string]time.Time{"sync": sync, "O_DSYNC write": dsync} {
+				if got := at.Before(first); got != tt.before {
+					t.Errorf("%s completes at %v, first of %d queued writes at %v: before = %v, want %v", name, at.Sub(t0), n, first.Sub(t0), got, tt.before)
+				}
+				if !tt.before && !at.After(last) {
+					t.Errorf("%s completes at %v, not after the last queued write (%v)", name, at.Sub(t0), last.Sub(t0))
+				}
+			}
+			if dsync.Before(dsyncWrite) {
+				t.Errorf("the O_DSYNC write's sync completes at %v, before its write (%v)", dsync.Sub(t0), dsyncWrite.Sub(t0))
+			}
+			// Plain writes keep their FIFO order, and the bandwidth is conserved: the write
+			// queued after everything completes when all the bytes are transferred, plus the
+			// medium's time the serial model charges in line.
+			for i := 1; i < n; i++ {
+				if !plain[i].After(plain[i-1]) {
+					t.Errorf("queued write %d completes at %v, not after write %d (%v)", i, plain[i].Sub(t0), i-1, plain[i-1].Sub(t0))
+				}
+			}
+			transfer := time.Duration(float64((n+1)*1e6+8192) / 1e6 * float64(time.Second))
+			want := transfer
+			if !tt.before {
+				want += 2 * latency
+			}
+			if got := later.Sub(t0); got != want {
+				t.Errorf("the write queued last completes at %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+func TestParseQueueModel(t *testing.T) {
+	for in, want := range map[string]QueueModel{"": QueueSerial, "serial": QueueSerial, "priority": QueuePriority} {
+		if got, err := ParseQueueModel(in); err != nil || got != want {
+			t.Errorf("ParseQueueModel(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	if _, err := ParseQueueModel("ncq"); err == nil {
+		t.Error("ParseQueueModel(\"ncq\") succeeded, want an error")
+	}
+	if err := (Options{Queue: "fifo"}).validate(); err == nil {
+		t.Error("Options{Queue: fifo} validates, want an error")
+	}
+}

@@ -294,7 +294,8 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 			h.syncWriteArrived.CompareAndSwap(0, max(int64(arrived.Sub(d.epoch)), 1))
 		}
 	}
-	d.waitUntil(d.dev.reserve(arrived, int64(n), false))
+	// A synchronous write's transfer is synchronous work for the priority queue model.
+	d.waitUntil(d.dev.book(arrived, int64(n), false, h.syncWrites))
 	return n, errno
 }
 

@@ -16,6 +16,8 @@
 //   - with a bandwidth limit, every write costs its size divided by the bandwidth, and the
 //     disk is one serial device: writes and syncs queue and complete one after the other.
 //     Without one, writes cost nothing and concurrent syncs do not wait for each other.
+//     Options.Queue (QueuePriority) changes the order: syncs and O_SYNC/O_DSYNC writes are
+//     served ahead of queued plain writes, as on a device with a write cache and NCQ.
 //
 // A cost is the device's whole service time, counted from the request's arrival (for an
 // O_SYNC/O_DSYNC write(2), from its write's arrival): the backing file's own write and sync
@@ -73,8 +75,11 @@ type Options struct {
 	// Jitter adds a uniformly distributed [0, Jitter) to each sync.
 	Jitter time.Duration
 	// BandwidthBytesPerSec limits writes; 0 means unlimited. With a limit the disk is one
-	// serial device.
+	// serial device (Queue says which).
 	BandwidthBytesPerSec int64
+	// Queue is how a bandwidth-limited disk orders its work: QueueSerial ("" too), one FIFO
+	// queue, or QueuePriority, synchronous work ahead of plain writes.
+	Queue QueueModel
 	// VolatileCache makes syncs return at once without persisting: only FlushCache (or the
 	// FlushInterval) persists, and PowerCut loses everything since.
 	VolatileCache bool
@@ -97,6 +102,9 @@ func (o Options) validate() error {
 		return fmt.Errorf("flush interval %v: must not be negative", o.FlushInterval)
 	case o.FlushInterval > 0 && !o.VolatileCache:
 		return errors.New("a flush interval needs the volatile cache")
+	}
+	if _, err := ParseQueueModel(string(o.Queue)); err != nil {
+		return err
 	}
 	return nil
 }
@@ -195,6 +203,7 @@ func Mount(ctx context.Context, source, mountpoint string, opts Options, logger 
 		flusherDone: make(chan struct{}),
 		epoch:       time.Now(),
 	}
+	d.dev.setQueue(opts.Queue)
 	if opts.VolatileCache {
 		d.cache = newVolatileCache()
 	}
@@ -240,6 +249,7 @@ func Mount(ctx context.Context, source, mountpoint string, opts Options, logger 
 		zap.Duration("latency", opts.Latency),
 		zap.Duration("jitter", opts.Jitter),
 		zap.Int64("bandwidth_bytes_per_second", opts.BandwidthBytesPerSec),
+		zap.String("queue", string(d.dev.queueModel())),
 		zap.Bool("volatile_cache", opts.VolatileCache))
 	return d, nil
 }
@@ -286,6 +296,20 @@ func (d *Disk) SetJitter(jitter time.Duration) { d.dev.setJitter(jitter) }
 
 // SetBandwidth changes the write bandwidth limit from now on; 0 (or negative) removes it.
 func (d *Disk) SetBandwidth(bytesPerSec int64) { d.dev.setBandwidth(bytesPerSec) }
+
+// SetQueueModel changes how a bandwidth-limited disk orders its work from now on ("" is
+// QueueSerial). Work already booked keeps its completion time.
+func (d *Disk) SetQueueModel(q QueueModel) error {
+	q, err := ParseQueueModel(string(q))
+	if err != nil {
+		return err
+	}
+	d.dev.setQueue(q)
+	return nil
+}
+
+// QueueModel returns how the disk orders its work.
+func (d *Disk) QueueModel() QueueModel { return d.dev.queueModel() }
 
 // Stats returns the disk's counters.
 func (d *Disk) Stats() Stats {

@@ -543,3 +543,21 @@ func TestVolatileCacheRandomOps(t *testing.T) {
 		checkContent(t, d, name, persisted[i])
 	}
 }
+
+// TestQueueModelOption checks that Options.Queue reaches the mounted disk's device and that
+// SetQueueModel changes it, refusing an unknown model.
+func TestQueueModelOption(t *testing.T) {
+	d := MountForTest(t, Options{Latency: time.Millisecond, BandwidthBytesPerSec: 1e6, Queue: QueuePriority})
+	if got := d.QueueModel(); got != QueuePriority {
+		t.Errorf("QueueModel() = %q after mounting with priority", got)
+	}
+	if err := d.SetQueueModel("ncq"); err == nil {
+		t.Error("SetQueueModel(ncq) succeeded")
+	}
+	if got := d.QueueModel(); got != QueuePriority {
+		t.Errorf("QueueModel() = %q after a refused change, want priority", got)
+	}
+	if err := d.SetQueueModel(""); err != nil || d.QueueModel() != QueueSerial {
+		t.Errorf("SetQueueModel(\"\") = %v, model %q; want serial", err, d.QueueModel())
+	}
+}
