@@ -38,7 +38,7 @@ disk vs tmpfs), seed003 (16 rate-limited clients across checkpoints, flush-after
 vm.dirty_* and both of the simulated disk's queue models).
 
 The full suite takes about 25 minutes without the neighbour scenario, which alone takes about
-85 minutes with its 3 rounds of 18 runs of 85 s (--neighbour-rounds 1: about 30); --quick runs tiny sizes and few configurations in a few
+30 minutes with its 2 rounds of 10 runs of 85 s (--neighbour-rounds 1: about 15); --quick runs tiny sizes and few configurations in a few
 minutes, a smoke test of the harness rather than of the figures. Progress goes to stderr, the
 tables (markdown) or --format json to stdout; --out also writes the markdown report to a file,
 keeping the prose blocks and the hand-written sections of the file it replaces.
@@ -93,7 +93,7 @@ installed. Everything it starts is torn down and vm.dirty_* restored, also on Ct
 	f := cmd.Flags()
 	f.BoolVar(&opts.Quick, "quick", false, "tiny sizes and few configurations: a smoke test of the harness (a few minutes)")
 	f.StringSliceVar(&scenarios, "scenario", nil, "scenarios to run, comma-separated: seed000, seed001, seed002, seed003, neighbour (default all)")
-	f.IntVar(&opts.NeighbourRounds, "neighbour-rounds", 0, "interleaved rounds of the neighbour scenario (0: 3, --quick 1)")
+	f.IntVar(&opts.NeighbourRounds, "neighbour-rounds", 0, "interleaved rounds of the neighbour scenario (0: 2, --quick 1)")
 	f.IntVar(&opts.NeighbourWriterMB, "neighbour-mb", 0, "MB the neighbour scenario's bulk writer writes (0: 3000, --quick 300)")
 	f.StringVar(&out, "out", "", "also write the markdown report to this file (e.g. docs/benchmarks.md)")
 	return cmd

@@ -157,7 +157,7 @@ func sizesFor(quick bool) sizes {
 		s003Scale: 50, s003Secs: 90, s003Rate: 600, s003Grid: true,
 		// The writer (3000 MB, about 38 s of the device's time); 90 s is the issue's
 		// check window.
-		nbScale: 10, nbWriterMB: 3000, nbRounds: 3, nbGrid: true, nbWindow: 90 * time.Second,
+		nbScale: 10, nbWriterMB: 3000, nbRounds: 2, nbGrid: true, nbWindow: 90 * time.Second,
 	}
 }
 
