@@ -205,6 +205,8 @@ func formatEvidence(v float64, unit string) string {
 		return fmt.Sprintf("%.2f/s", v)
 	case rules.UnitRatio:
 		return fmt.Sprintf("%.3f", v)
+	case rules.UnitSecondsPerMB:
+		return formatEvidence(v, rules.UnitSeconds) + "/MB"
 	case rules.UnitBool:
 		if v != 0 {
 			return "yes"

@@ -16,7 +16,7 @@ func checkResultWithDisagreement() *CheckResult {
 		{Rule: "open-sync-with-small-buffers", Severity: rules.Warning, Setting: "wal_sync_method", Current: "open_datasync",
 			Recommended: "fdatasync", Action: rules.ActionReload, Summary: "buffer-full writes wait",
 			Prediction: &rules.Prediction{SavedSecondsPerSecond: 0.46, Basis: "buffer-full writes"},
-			Predicted: &rules.Predicted{Name: rules.PredictWALWait, Current: 0.87, Value: 0.41, Unit: rules.UnitRatio,
+			Predicted: &rules.Predicted{Name: rules.PredictWALWait, Current: 0.87, Value: 0.41, Unit: rules.UnitSecondsPerMB,
 				Basis: "wait events"}},
 		{Rule: "sync-method-slow", Severity: rules.Warning, Setting: "wal_sync_method", Current: "open_datasync",
 			Recommended: "fsync", Action: rules.ActionReload, Summary: "fsync is faster",
@@ -38,8 +38,8 @@ func TestCheckTableShowsRecommendations(t *testing.T) {
 		"because open-sync-with-small-buffers",
 		"predicted: 0.460 s of waiting saved per second (buffer-full writes)",
 		// Once under the finding, once under the recommendation it decided.
-		"  predicted: wal_write_wait_seconds_per_second 0.870 now -> 0.410 (wait events)\n",
-		"    predicted: wal_write_wait_seconds_per_second 0.870 now -> 0.410 (wait events)\n",
+		"  predicted: wal_write_wait_seconds_per_mb 870.00 ms/MB now -> 410.00 ms/MB (wait events)\n",
+		"    predicted: wal_write_wait_seconds_per_mb 870.00 ms/MB now -> 410.00 ms/MB (wait events)\n",
 		"overruled sync-method-slow (fsync): open-sync-with-small-buffers recommends wal_sync_method=fdatasync instead: a larger predicted gain",
 	} {
 		if !strings.Contains(out, want) {
@@ -75,7 +75,7 @@ func TestCheckJSONRecommendations(t *testing.T) {
 	// .predicted of the deciding finding, on it and on the recommendation.
 	for where, m := range map[string]map[string]any{"findings[0]": doc.Findings[0], "recommendations[0]": r} {
 		p, _ := m["predicted"].(map[string]any)
-		if p["name"] != rules.PredictWALWait || p["current"] != 0.87 || p["value"] != 0.41 || p["unit"] != "ratio" || p["basis"] != "wait events" {
+		if p["name"] != rules.PredictWALWait || p["current"] != 0.87 || p["value"] != 0.41 || p["unit"] != rules.UnitSecondsPerMB || p["basis"] != "wait events" {
 			t.Errorf(".%s.predicted = %v", where, m["predicted"])
 		}
 	}

@@ -11,17 +11,21 @@ import (
 // one from a history, so the value a rule calls current, the value apply's verification
 // measures after the change and the value a benchmark compares are the same measurement.
 const (
-	// PredictWALWait is the time backends wait on the WAL's write path per second of active
-	// backend time: the share of active backends' wait-event samples in IO WALWrite, IO WALSync,
-	// LWLock WALWrite (queued behind another backend's write) or LWLock WALBufMapping (waiting
-	// for a buffer to be written out). It is per active backend, so it does not move with the
-	// number of clients, and wait events show a transaction still running, which pg_stat_wal
-	// counts only when it ends.
-	PredictWALWait = "wal_write_wait_seconds_per_second"
-	// PredictWALIO is WAL write plus sync time (pg_stat_wal, track_wal_io_timing) per second of
-	// wall time, summed over the processes that wrote: the figure when wait events are not
-	// sampled.
-	PredictWALIO = "wal_io_seconds_per_second"
+	// PredictWALWait is the time backends wait on the WAL's write path per MB of WAL: backend
+	// seconds in IO WALWrite, IO WALSync, LWLock WALWrite (queued behind another backend's write)
+	// or LWLock WALBufMapping (waiting for a buffer to be written out), from the wait-event
+	// samples, over the WAL generated (the insert LSN's advance where it is further than
+	// pg_stat_wal's wal_bytes: a transaction still running). Per MB, like apply's figures, so
+	// that a load that speeds up once a bottleneck is gone - a bulk load always runs as fast as
+	// its slowest step lets it - does not hide what each MB costs; wait events see a transaction
+	// still running, which pg_stat_wal counts only when it ends.
+	PredictWALWait = "wal_write_wait_seconds_per_mb"
+	// PredictWALIO is WAL write plus sync time (pg_stat_wal, track_wal_io_timing) per MB of WAL:
+	// the figure when wait events are not sampled.
+	PredictWALIO = "wal_io_seconds_per_mb"
+	// PredictWALIORate is WAL write plus sync time per second of wall time: the figure, always
+	// modelled, when no WAL was measured to put the others per MB.
+	PredictWALIORate = "wal_io_seconds_per_second"
 	// PredictFlushSeconds is what one WAL flush of the server's pattern costs, as the probes
 	// measure it: the figure of sync-method-slow where pg_stat_wal does not count flushes
 	// (PostgreSQL 13). No history measures it; the next probe report does.
@@ -50,12 +54,24 @@ func MeasurePredicted(name string, h *History) (float64, bool) {
 	switch name {
 	case PredictWALWait:
 		waits := h.WaitEvents()
-		if waits.Samples < DefaultThresholds().MinWaitSamples || waits.ActiveBackends <= 0 {
+		mb, _ := walMB(h)
+		if waits.Samples < DefaultThresholds().MinWaitSamples || waits.ActiveBackends <= 0 || mb <= 0 {
 			return 0, false
 		}
-		return waits.Share(walWaitEvents()...), true
+		return walWaitSeconds(h) / mb, true
 	case PredictWALIO:
-		return walIORate(h)
+		secs, ok := walIOSeconds(h)
+		mb, _ := walMB(h)
+		if !ok || mb <= 0 {
+			return 0, false
+		}
+		return secs / mb, true
+	case PredictWALIORate:
+		secs, ok := walIOSeconds(h)
+		if !ok || h.Span() <= 0 {
+			return 0, false
+		}
+		return secs / h.Span().Seconds(), true
 	case PredictCheckpointSync, PredictCheckpointWrite:
 		var n, secs float64
 		for _, e := range h.CheckpointEnds() {
@@ -84,9 +100,38 @@ func MeasurePredicted(name string, h *History) (float64, bool) {
 	return 0, false
 }
 
-// walIORate is WAL write plus sync time per second, when track_wal_io_timing was on in every
-// snapshot of the history (the times stand still without it).
-func walIORate(h *History) (float64, bool) {
+// walMB is the WAL generated over the history in MB, and the seconds it covers: the larger
+// of pg_stat_wal's wal_bytes and the insert LSN's advance, never their sum (both count a
+// transaction's WAL once it has ended; only the LSN sees it before).
+func walMB(h *History) (mb, seconds float64) {
+	stat, lsn := h.Change(WALBytes), h.Change(WALInsertBytes)
+	if lsn.Delta > stat.Delta {
+		return lsn.Delta / (1 << 20), lsn.Seconds
+	}
+	return stat.Delta / (1 << 20), stat.Seconds
+}
+
+// walWaitSeconds is the backend time spent on walWaitEvents over the history: for each
+// snapshot's interval, the waiting backends per pg_stat_activity read times its length.
+func walWaitSeconds(h *History) float64 {
+	var secs float64
+	for i := 1; i < h.Len(); i++ {
+		pg := h.snaps[i].Postgres
+		if pg == nil || pg.WaitEvents == nil || pg.WaitEvents.Samples <= 0 {
+			continue
+		}
+		var n int64
+		for _, e := range walWaitEvents() {
+			n += pg.WaitEvents.Counts[e]
+		}
+		secs += float64(n) / float64(pg.WaitEvents.Samples) * h.snaps[i].Time.Sub(h.snaps[i-1].Time).Seconds()
+	}
+	return secs
+}
+
+// walIOSeconds is WAL write plus sync time over the history, when track_wal_io_timing was on
+// in every snapshot (the times stand still without it).
+func walIOSeconds(h *History) (float64, bool) {
 	snaps := h.Snapshots()
 	if len(snaps) < 2 {
 		return 0, false
@@ -100,42 +145,52 @@ func walIORate(h *History) (float64, bool) {
 		}
 	}
 	wt, st := h.Change(WALWriteSeconds), h.Change(WALSyncSeconds)
-	if !wt.OK() || !st.OK() || wt.Seconds <= 0 {
+	if !wt.OK() || !st.OK() {
 		return 0, false
 	}
-	return (wt.Delta + st.Delta) / wt.Seconds, true
+	return wt.Delta + st.Delta, true
 }
 
 // predictWAL is the Predicted of a recommendation that saves backends time on the WAL's write
 // path: saved is the backend seconds per second of wall time the change removes (summed over
 // backends), model what the rule reckons they spend there now on the same footing, and how says
-// how saved was reached. The figure is measured where the history can: the wait events first
-// (per active backend: saved is divided by the mean active backends), else WAL I/O time; only
-// without either is the current value the model's.
+// how saved was reached. Both are put per MB of the WAL the window generated, which the change
+// does not alter (it is the load's), and the current figure is measured where the history can:
+// the wait events first, else WAL I/O time; only without either is it the model's.
 func predictWAL(w *History, saved, model float64, how string) *Predicted {
 	saved = max(saved, 0)
+	mb, secs := walMB(w)
+	if mb <= 0 || secs <= 0 {
+		return &Predicted{
+			Name: PredictWALIORate, Current: model, Value: max(model-saved, 0), Unit: UnitRatio,
+			Basis: fmt.Sprintf("modelled, not measured (no WAL measured in the window to put it per MB): about %.3f s per second "+
+				"now; %s saves %.3f s per second%s", model, how, saved, clampNote(model, saved)),
+		}
+	}
+	rate := mb / secs
+	per := saved / rate
 	if cur, ok := MeasurePredicted(PredictWALWait, w); ok {
 		waits := w.WaitEvents()
-		active := waits.MeanActive()
-		per := saved / active
 		return &Predicted{
-			Name: PredictWALWait, Current: cur, Value: max(cur-per, 0), Unit: UnitRatio,
-			Basis: fmt.Sprintf("wait events: %s of active backends' time waits on WAL writes, syncs and buffers "+
-				"(%d samples, %.1f active on average); %s saves %.3f s per second, %.3f per active backend%s",
-				pct(cur), waits.Samples, active, how, saved, per, clampNote(cur, per)),
+			Name: PredictWALWait, Current: cur, Value: max(cur-per, 0), Unit: UnitSecondsPerMB,
+			Basis: fmt.Sprintf("wait events: backends wait %s per MB of WAL on WAL writes, syncs and buffers (%d samples, "+
+				"%.1f active on average, %.2f MB/s of WAL); %s saves %.3f s per second, %s per MB%s",
+				humanSeconds(cur), waits.Samples, waits.MeanActive(), rate, how, saved, humanSeconds(per), clampNote(cur, per)),
 		}
 	}
 	if cur, ok := MeasurePredicted(PredictWALIO, w); ok {
 		return &Predicted{
-			Name: PredictWALIO, Current: cur, Value: max(cur-saved, 0), Unit: UnitRatio,
-			Basis: fmt.Sprintf("pg_stat_wal: WAL write and sync time is %.3f s per second (track_wal_io_timing); %s saves %.3f s per second%s",
-				cur, how, saved, clampNote(cur, saved)),
+			Name: PredictWALIO, Current: cur, Value: max(cur-per, 0), Unit: UnitSecondsPerMB,
+			Basis: fmt.Sprintf("pg_stat_wal: WAL write and sync time is %s per MB (track_wal_io_timing, %.2f MB/s of WAL); "+
+				"%s saves %.3f s per second, %s per MB%s", humanSeconds(cur), rate, how, saved, humanSeconds(per), clampNote(cur, per)),
 		}
 	}
+	cur := model / rate
 	return &Predicted{
-		Name: PredictWALIO, Current: model, Value: max(model-saved, 0), Unit: UnitRatio,
-		Basis: fmt.Sprintf("modelled, not measured (no wait-event samples, track_wal_io_timing off): about %.3f s per second "+
-			"now; %s saves %.3f s per second%s", model, how, saved, clampNote(model, saved)),
+		Name: PredictWALIO, Current: cur, Value: max(cur-per, 0), Unit: UnitSecondsPerMB,
+		Basis: fmt.Sprintf("modelled, not measured (no wait-event samples, track_wal_io_timing off): about %s per MB of WAL "+
+			"now (%.3f s per second at %.2f MB/s); %s saves %.3f s per second, %s per MB%s",
+			humanSeconds(cur), model, rate, how, saved, humanSeconds(per), clampNote(cur, per)),
 	}
 }
 

@@ -26,11 +26,17 @@ func TestMeasurePredicted(t *testing.T) {
 		want   float64
 		ok     bool
 	}{
-		// 12 + 3 of 30 active samples; WALInsert is not a wait on the write path.
-		{"wait share", PredictWALWait, waited, 0.5, true},
-		{"wait share, too few samples", PredictWALWait, fewSamples, 0, false},
-		{"wait share, no samples", PredictWALWait, seed001(), 0, false},
-		{"WAL I/O time", PredictWALIO, timed, 0.4, true},
+		// 12 + 3 backends waiting in 15 reads: one backend for each 15 s step, over 12 MB of WAL
+		// per step. WALInsert is not a wait on the write path.
+		{"wait per MB", PredictWALWait, waited, 15.0 / 12, true},
+		// In flight: 18 of 20 reads in IO WALWrite, 13.5 s a step, over the insert LSN's 30 MB
+		// (pg_stat_wal counts 0).
+		{"wait per MB, in flight", PredictWALWait, singleInsert(0), 13.5 / 30, true},
+		{"wait per MB, too few samples", PredictWALWait, fewSamples, 0, false},
+		{"wait per MB, no samples", PredictWALWait, seed001(), 0, false},
+		// 0.4 s a second at 0.8 MB a second.
+		{"WAL I/O time", PredictWALIO, timed, 0.5, true},
+		{"WAL I/O time per second", PredictWALIORate, timed, 0.4, true},
 		{"WAL I/O time without track_wal_io_timing", PredictWALIO, seed001(), 0, false},
 		{"checkpoint sync", PredictCheckpointSync, walDriven, 0.1, true},
 		{"checkpoint write", PredictCheckpointWrite, walDriven, 30, true},

@@ -125,7 +125,7 @@ func TestJournalPredictions(t *testing.T) {
 	}
 
 	j := NewJournal(filepath.Join(t.TempDir(), "journal"))
-	p := rules.Predicted{Name: rules.PredictWALWait, Current: 0.8, Value: 0.15, Unit: rules.UnitRatio, Basis: "wait events"}
+	p := rules.Predicted{Name: rules.PredictWALWait, Current: 0.8, Value: 0.15, Unit: rules.UnitSecondsPerMB, Basis: "wait events"}
 	check, _ := rules.CheckPrediction(p, 0.1)
 	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	if _, err := j.Append(Record{Time: t0, Kind: KindIntent, Setting: collector.WALSyncMethod, New: "fdatasync", Predicted: &p},
