@@ -148,7 +148,7 @@ func evalWALBuffersSmall(in Input) Result {
 				Current:     "wal_buffers=" + cv + ", shared_buffers=" + sbv,
 				Recommended: fmt.Sprintf("wal_buffers=%s only with shared_buffers of at least %s", collector.FormatMemory(next), collector.FormatMemory(32*next)),
 				Action:      ActionAdvice,
-				Summary: fmt.Sprintf("At wal_buffers=%s, measured for %s since the server started with it, the WAL buffers still "+
+				Summary: fmt.Sprintf("At wal_buffers=%s, measured over %s at that size (since the server started with it), the WAL buffers still "+
 					"fill %.0f times a second, %s of WAL writes%s; %s. The next step, %s, is more than 1/32 of shared_buffers "+
 					"(%s), the proportion PostgreSQL's own sizing keeps, so nothing is recommended for wal_buffers.",
 					cv, w.Span().Round(time.Second), b.Rate, pct(b.Share), b.estimateNote(), why, collector.FormatMemory(next), sbv),
