@@ -143,6 +143,9 @@ func WriteCheckTable(w io.Writer, r *CheckResult) error {
 		if f.ExpectedEffect != "" {
 			fmt.Fprintf(tw, "  expected: %s\n", f.ExpectedEffect)
 		}
+		if f.Predicted != nil {
+			fmt.Fprintf(tw, "  predicted: %s\n", formatPredicted(*f.Predicted))
+		}
 	}
 	writeRecommendations(tw, r.Recommendations)
 	if len(r.NotEnoughData) > 0 {
@@ -169,10 +172,18 @@ func writeRecommendations(w io.Writer, recs []rules.Recommendation) {
 		if rec.Prediction != nil {
 			fmt.Fprintf(w, "    predicted: %.3f s of waiting saved per second (%s)\n", rec.Prediction.SavedSecondsPerSecond, rec.Prediction.Basis)
 		}
+		if rec.Predicted != nil {
+			fmt.Fprintf(w, "    predicted: %s\n", formatPredicted(*rec.Predicted))
+		}
 		for _, o := range rec.Overruled {
 			fmt.Fprintf(w, "    overruled %s (%s): %s\n", o.Rule, o.Recommended, o.Reason)
 		}
 	}
+}
+
+// formatPredicted prints a prediction for people: the figure, now and predicted, and its basis.
+func formatPredicted(p rules.Predicted) string {
+	return fmt.Sprintf("%s %s now -> %s (%s)", p.Name, formatEvidence(p.Current, p.Unit), formatEvidence(p.Value, p.Unit), p.Basis)
 }
 
 // formatEvidence prints a figure in its unit for people.
@@ -194,6 +205,8 @@ func formatEvidence(v float64, unit string) string {
 		return fmt.Sprintf("%.2f/s", v)
 	case rules.UnitRatio:
 		return fmt.Sprintf("%.3f", v)
+	case rules.UnitSecondsPerMB:
+		return formatEvidence(v, rules.UnitSeconds) + "/MB"
 	case rules.UnitBool:
 		if v != 0 {
 			return "yes"

@@ -5,8 +5,10 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 
+	"github.com/pgwal-advisor/pgwal-advisor/collector"
 	"github.com/pgwal-advisor/pgwal-advisor/probes"
 )
 
@@ -226,5 +228,73 @@ func TestSeverity(t *testing.T) {
 	}
 	if MaxSeverity(nil) != 0 {
 		t.Error("MaxSeverity(nil) != 0")
+	}
+}
+
+// TestMeasuredRecommendationsPredict: every recommendation a measured rule makes that the apply
+// mode could carry out (reload, restart, sysctl) says what figure it expects to move, from what
+// to what. The inputs make every such rule fire at least once, and a measured rule that is in
+// neither list below fails the test until someone decides which one it belongs to.
+func TestMeasuredRecommendationsPredict(t *testing.T) {
+	recommending := []string{"sync-method-slow", "open-sync-with-small-buffers", "wal-buffers-small",
+		"dirty-background-too-large", "checkpoint-stalls"}
+	// Measured rules whose findings are advice for a person: nothing is applied, so nothing to
+	// verify against a prediction.
+	adviceOnly := []string{"write-cache-unsafe", "wal-lock-contention"}
+	for _, r := range All() {
+		if !r.Immediate && !slices.Contains(recommending, r.ID) && !slices.Contains(adviceOnly, r.ID) {
+			t.Errorf("measured rule %s is in neither list: does it recommend a value the apply mode can set?", r.ID)
+		}
+	}
+
+	// The WAL rules with wait events sampled, with track_wal_io_timing, and with neither.
+	waited := seed001()
+	waited.waits = &collector.WaitEvents{Samples: 15, ActiveBackends: 15, Counts: map[string]int64{collector.EventIOWALWrite: 13}}
+	timed := seed001()
+	timed.settings[collector.TrackWALIOTiming] = plain("on")
+	timed.writeSec = 15 * 106 * 0.0046
+	big := seed001()
+	big.settings = with(collector.WALBuffers, "16MB", collector.WALSyncMethod, "open_datasync", collector.SharedBuffers, "1GB")
+	seed000 := scenario{settings: with("wal_sync_method", "open_sync"), writes: 15 * 200}
+	seed000pg13 := seed000
+	seed000pg13.noWAL = true
+	oldDefaults := seed003Fixed()
+	oldDefaults.settings = with(collector.CheckpointCompletionTarget, "0.5", collector.CheckpointTimeout, "30")
+	oldDefaults.ckptSync = 6.9
+	walDriven := scenario{steps: 121, walBytes: 15 * 10 * float64(mB), writes: 15 * 500, syncs: 15 * 500,
+		ckptEvery: 4, ckptRequested: true, ckptSync: 0.1, ckptWrite: 30, diskBytes: 15 * 50 * float64(mB)}
+	inputs := map[string]Input{
+		"seed 001":                          seed001().input(slowDiskProbe()),
+		"seed 001, wait events":             waited.input(slowDiskProbe()),
+		"seed 001, track_wal_io_timing":     timed.input(slowDiskProbe()),
+		"seed 001 in flight":                singleInsert(0).input(slowDiskProbe()),
+		"seed 001 at 16MB":                  big.input(slowDiskProbe()),
+		"seed 000":                          seed000.input(seed000Probe()),
+		"seed 000 on PostgreSQL 13":         seed000pg13.input(seed000Probe()),
+		"seed 003 pile":                     seed003Pile().input(nil),
+		"checkpoint_completion_target 0.5":  oldDefaults.input(nil),
+		"checkpoints requested by WAL size": walDriven.input(nil),
+	}
+	fired := map[string]bool{}
+	for name, in := range inputs {
+		for _, f := range Findings(Run(All(), in)) {
+			if immediateRule(f.Rule) || (f.Action != ActionReload && f.Action != ActionRestart && f.Action != ActionSysctl) {
+				continue
+			}
+			t.Run(name+"/"+f.Rule+"/"+f.Setting, func(t *testing.T) {
+				fired[f.Rule] = true
+				checkPredicted(t, f)
+				if p := f.Predicted; p != nil {
+					if _, ok := MeasurePredicted(p.Name, in.History); !ok && p.Name != PredictFlushSeconds && !strings.HasPrefix(p.Basis, "modelled") {
+						t.Errorf("predicted %s is not measurable from the history it was measured on", p.Name)
+					}
+				}
+			})
+		}
+	}
+	for _, id := range recommending {
+		if !fired[id] {
+			t.Errorf("no input made %s recommend anything: its prediction is untested", id)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"math"
 	"strconv"
 	"strings"
 	"testing"
@@ -379,4 +380,23 @@ func seed004Probe() *probes.Report {
 		Facts:    probes.DeviceFacts{FSType: "ext3", Rotational: &rotational, WriteCache: "write back"},
 	}
 	return p
+}
+
+// checkPredicted checks that a finding carries a usable prediction: a named figure in a unit,
+// finite values, and a basis that says where it came from.
+func checkPredicted(t *testing.T, f Finding) {
+	t.Helper()
+	p := f.Predicted
+	if p == nil {
+		t.Errorf("%s %s -> %s: no predicted figure", f.Rule, f.Setting, f.Recommended)
+		return
+	}
+	if p.Name == "" || p.Unit == "" || p.Basis == "" {
+		t.Errorf("%s %s: predicted %+v lacks a name, unit or basis", f.Rule, f.Setting, *p)
+	}
+	for _, v := range []float64{p.Current, p.Value} {
+		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+			t.Errorf("%s %s: predicted %+v has a value that is no figure", f.Rule, f.Setting, *p)
+		}
+	}
 }

@@ -3,6 +3,7 @@ package rules
 import (
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/pgwal-advisor/pgwal-advisor/collector"
 )
@@ -240,6 +241,14 @@ func evalDirtyBackgroundTooLarge(in Input) Result {
 		"the WAL's device writes at its measured peak (%s/s). At checkpoint ends up to %s was dirty or under "+
 		"write-back and %s. Starting write-back at about %s s of device writes (%s) keeps that pile small.",
 		humanBytes(bg), bg/rate, humanBytes(rate), humanBytes(cp.pile), harm, strconv.FormatFloat(t.DirtySeconds, 'f', -1, 64), humanBytes(float64(recBG)))
+	// The checkpoint's fsync writes what is dirty at the device's rate; with write-back starting
+	// at recBG, about that much is left for it (the lab's caveat in the effect stands).
+	predicted := &Predicted{
+		Name: PredictCheckpointSync, Current: cp.syncMean, Value: min(cp.syncMean, float64(recBG)/rate), Unit: UnitSeconds,
+		Basis: fmt.Sprintf("checkpoints' sync phase: %s on average now (%.0f checkpoints); the fsync writes the dirty pile at the "+
+			"device's peak measured rate (%s/s), and with write-back starting at %s about that much is left for it",
+			humanSeconds(cp.syncMean), cp.count, humanBytes(rate), humanBytes(float64(recBG))),
+	}
 	effect := "Smaller Dirty/Writeback peaks at checkpoint ends and shorter checkpoint syncs. Verify after " +
 		"applying: in seed 003 and in the lab, lowering vm.dirty_* alone did not smooth checkpoints."
 	fs := []Finding{{
@@ -251,6 +260,7 @@ func evalDirtyBackgroundTooLarge(in Input) Result {
 		Summary:        summary,
 		Evidence:       evidence,
 		ExpectedEffect: effect,
+		Predicted:      predicted,
 	}}
 	if float64(k.DirtyThresholdBytes) > float64(recDirty) {
 		fs = append(fs, Finding{
@@ -264,6 +274,7 @@ func evalDirtyBackgroundTooLarge(in Input) Result {
 				humanBytes(float64(k.DirtyThresholdBytes)), humanBytes(float64(recBG)), t.DirtyBytesFactor, humanBytes(float64(recDirty))),
 			Evidence:       evidence,
 			ExpectedEffect: effect,
+			Predicted:      predicted,
 		})
 	}
 	return found(fs...)
@@ -367,6 +378,20 @@ func evalCheckpointStalls(in Input) Result {
 		}
 		if rec > maxWAL {
 			cur, _ := s.value(collector.MaxWALSize)
+			// A checkpoint starts when checkpoint_timeout has passed or the WAL since the last one
+			// reaches max_wal_size / (1 + checkpoint_completion_target), whichever comes first.
+			rate := cp.count / w.Span().Seconds()
+			after := walRate * (1 + cct) / float64(rec)
+			timeoutNote := ""
+			if timeout, ok := s.seconds(collector.CheckpointTimeout); ok && timeout > 0 {
+				after = max(after, 1/timeout)
+				timeoutNote = fmt.Sprintf(", or every checkpoint_timeout (%s) if that comes first", humanSeconds(timeout))
+			}
+			predicted := &Predicted{
+				Name: PredictCheckpointRate, Current: rate, Value: min(rate, after), Unit: UnitPerSecond,
+				Basis: fmt.Sprintf("%.0f checkpoints in %s now; at %s/s of WAL one starts every %s of WAL at max_wal_size=%s%s",
+					cp.count, w.Span().Round(time.Second), humanBytes(walRate), humanBytes(float64(rec)/(1+cct)), collector.FormatMemory(rec), timeoutNote),
+			}
 			fs = append(fs, Finding{
 				Severity:    Warning,
 				Setting:     collector.MaxWALSize,
@@ -379,11 +404,23 @@ func evalCheckpointStalls(in Input) Result {
 				Evidence: evidence,
 				ExpectedEffect: "Checkpoints come on checkpoint_timeout: fewer full-page writes after each one and " +
 					"writes spread over the whole interval. Crash recovery may take longer; the WAL uses more disk.",
+				Predicted: predicted,
 			})
 		}
 	}
 	if hasCCT && cct < t.CompletionTarget && (stall || walDriven) {
 		cur, _ := s.value(collector.CheckpointCompletionTarget)
+		// The checkpointer paces its writes to end at checkpoint_completion_target of the
+		// interval (docs: wal-configuration), so the write phase stretches by target / current.
+		var predicted *Predicted
+		if write, ok := MeasurePredicted(PredictCheckpointWrite, w); ok && cct > 0 {
+			predicted = &Predicted{
+				Name: PredictCheckpointWrite, Current: write, Value: write * t.CompletionTarget / cct, Unit: UnitSeconds,
+				Basis: fmt.Sprintf("checkpoints' write phase: %s on average now; the checkpointer paces it to end at "+
+					"checkpoint_completion_target of the interval, so %s -> %s stretches it %.2f times",
+					humanSeconds(write), cur, strconv.FormatFloat(t.CompletionTarget, 'f', -1, 64), t.CompletionTarget/cct),
+			}
+		}
 		fs = append(fs, Finding{
 			Severity:    Warning,
 			Setting:     collector.CheckpointCompletionTarget,
@@ -394,6 +431,7 @@ func evalCheckpointStalls(in Input) Result {
 				"checkpoint syncs take %s on average.", cur, pct(cct), humanSeconds(cp.syncMean)),
 			Evidence:       evidence,
 			ExpectedEffect: "Checkpoint writes spread over 90% of the interval, so less is dirty at the final fsync.",
+			Predicted:      predicted,
 		})
 	}
 	snap, _ := in.History.Latest()

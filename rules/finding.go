@@ -86,7 +86,10 @@ const (
 	UnitBytesPerSecond = "bytes_per_second"
 	UnitPerSecond      = "per_second"
 	UnitRatio          = "ratio"
-	UnitCount          = "count"
+	// UnitSecondsPerMB is seconds per MB (2^20 bytes) of WAL: a cost per unit of work, as the
+	// apply mode's verification figures are.
+	UnitSecondsPerMB = "seconds_per_mb"
+	UnitCount        = "count"
 	// UnitBool is 1 for on/true and 0 for off/false.
 	UnitBool = "bool"
 )
@@ -99,7 +102,7 @@ type Evidence struct {
 }
 
 // Predicted is what a recommendation predicts for one measured figure: its name (an evidence
-// name where one exists, e.g. "wal_write_wait_seconds_per_second"), its value now, the value
+// name where one exists, e.g. "wal_write_wait_seconds_per_mb"), its value now, the value
 // expected once the change is in force, and the unit. Basis says how the figure was reached.
 type Predicted struct {
 	Name    string  `json:"name"`

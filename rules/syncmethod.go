@@ -180,21 +180,30 @@ func evalSyncMethodSlow(in Input) Result {
 	// pg_stat_wal); then each flush is taken to be writesPerSync of the counted writes.
 	var flushRate float64
 	var flushSource string
+	var w *History
 	if pg.WAL != nil {
-		w := sinceWindow(in, t.Window)
+		w = sinceWindow(in, t.Window)
 		if cold := coldStart(w, t); cold != "" {
 			return notEnough("%s", cold)
 		}
+		// Writes pg_stat_wal has not counted yet (a transaction still running) are flushes too.
+		var uncounted float64
 		if b, ok := measureBufferWrites(w, s, method, probe, t); ok {
 			share = b.Share
 			if b.Share >= t.BulkBuffersFullShare && b.Rate >= t.BuffersFullMinRate {
 				writesPerSync = 2
 			}
+			if b.Estimated {
+				uncounted = b.Rate
+			}
 		}
 		if c := w.Change(WALSyncs); c.OK() && c.Rate() > 0 {
 			flushRate, flushSource = c.Rate(), "wal_sync"
-		} else if c := w.Change(WALWrites); isOpenMethod(method) && c.OK() && c.Rate() > 0 {
-			flushRate, flushSource = c.Rate()/float64(writesPerSync), fmt.Sprintf("wal_write / %d", writesPerSync)
+		} else if c := w.Change(WALWrites); isOpenMethod(method) && c.OK() && c.Rate()+uncounted > 0 {
+			flushRate, flushSource = (c.Rate()+uncounted)/float64(writesPerSync), fmt.Sprintf("wal_write / %d", writesPerSync)
+			if uncounted > 0 {
+				flushSource = fmt.Sprintf("(wal_write + buffer-full writes estimated from the insert LSN) / %d", writesPerSync)
+			}
 		}
 	}
 	cur, ok := probeResult(probe, method, writesPerSync)
@@ -255,6 +264,18 @@ func evalSyncMethodSlow(in Input) Result {
 				humanSeconds(curSec-pickSec), flushRate, flushSource),
 		}
 	}
+	// The figure it predicts: backends' WAL waiting, less the time saved per flush; without a
+	// flush rate (no pg_stat_wal), the flush itself as the probes measure it.
+	predicted := &Predicted{
+		Name: PredictFlushSeconds, Current: curSec, Value: pickSec, Unit: UnitSeconds,
+		Basis: fmt.Sprintf("probe: one flush of this pattern (%d write(s)) takes %s with %s and %s with %s; "+
+			"without pg_stat_wal the flushes per second are unknown", writesPerSync, humanSeconds(curSec), method, humanSeconds(pickSec), pick.m.Name),
+	}
+	if flushRate > 0 {
+		predicted = predictWAL(w, (curSec-pickSec)*flushRate, curSec*flushRate,
+			fmt.Sprintf("wal_sync_method %s -> %s (probe: %s -> %s per flush of %d write(s), at %.0f flushes per second from %s)",
+				method, pick.m.Name, humanSeconds(curSec), humanSeconds(pickSec), writesPerSync, flushRate, flushSource))
+	}
 	pattern := "one 8kB write per flush (commits)"
 	if writesPerSync == 2 {
 		pattern = fmt.Sprintf("two 8kB writes per flush (%s of WAL writes are buffer-full writes)", pct(share))
@@ -285,6 +306,7 @@ func evalSyncMethodSlow(in Input) Result {
 		ExpectedEffect: fmt.Sprintf("Each WAL flush of this pattern takes about %s instead of %s; commit "+
 			"latency falls by about the difference.", humanSeconds(pickSec), humanSeconds(curSec)),
 		Prediction: prediction,
+		Predicted:  predicted,
 	})
 }
 
@@ -398,6 +420,15 @@ func evalOpenSyncWithSmallBuffers(in Input) Result {
 		rec = probes.Fsync
 	}
 	wb, _ := s.value(collector.WALBuffers)
+	// What remains of each buffer-full write once it goes to the page cache: the probes' unsynced
+	// write, or nothing where they did not measure it (then the prediction is a lower bound).
+	plain, plainSource := 0.0, "an unsynced write taken as free (no probe)"
+	if m, ok := probeResult(probe, probes.Write, 1); ok {
+		plain, plainSource = usSeconds(m.LatencyUS.Mean), "the probe's unsynced write"
+	}
+	predicted := predictWAL(w, cost-b.Rate*plain, cost,
+		fmt.Sprintf("wal_sync_method %s -> %s (%.0f buffer-full writes per second at %s each, %s, become page-cache writes at %s, %s)",
+			method, rec, b.Rate, humanSeconds(b.PerWrite), b.Source, humanSeconds(plain), plainSource))
 	return found(Finding{
 		Severity:    Warning,
 		Setting:     collector.WALSyncMethod,
@@ -423,5 +454,6 @@ func evalOpenSyncWithSmallBuffers(in Input) Result {
 			Basis: fmt.Sprintf("%.0f buffer-full writes per second at %s each (%s) stop waiting for the device",
 				b.Rate, humanSeconds(b.PerWrite), b.Source),
 		},
+		Predicted: predicted,
 	})
 }

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/pgwal-advisor/pgwal-advisor/collector"
 )
@@ -16,6 +17,16 @@ import (
 // the bulk insert took 27.2 -> 10.3 -> 0.73 s with open_datasync and 1.47 -> 1.28 -> 0.72 s with
 // fdatasync (64MB: 0.67 s), which is why the recommendation jumps to at least 16MB - PostgreSQL's own automatic
 // size on any shared_buffers of 512MB or more, one WAL segment - and doubles beyond, up to 64MB.
+//
+// Beyond 16MB the rule steps one doubling at a time (32MB, then 64MB, never more), and only on
+// evidence gathered at the current size: wal_buffers takes a restart, so the window is cut to
+// the snapshots since the server last started with today's value, and a step waits until that
+// run alone spans MinSpan. PostgreSQL's automatic size (wal_buffers=-1) is 1/32 of
+// shared_buffers, capped at one WAL segment (docs: runtime-config-wal, wal_buffers); the rule keeps
+// that proportion above the cap, so a step to N needs shared_buffers of at least 32 x N (1GB for
+// 32MB, 2GB for 64MB). The docs also warn that the buffers are written out at every commit, so
+// very large values are unlikely to help; with less shared_buffers the rule says so as advice and
+// recommends nothing.
 func walBuffersSmall() Rule {
 	return Rule{
 		ID:       "wal-buffers-small",
@@ -58,6 +69,15 @@ func evalWALBuffersSmall(in Input) Result {
 	if cold := coldStart(w, t); cold != "" {
 		return notEnough("%s", cold)
 	}
+	cv, _ := s.value(collector.WALBuffers)
+	// Only what was measured at today's size counts: a window that reaches back before the
+	// restart that brought it in would blame it for the old size's writes.
+	run := sinceStart(w, collector.WALBuffers)
+	if span := run.Span(); span < t.MinSpan {
+		return notEnough("wal_buffers=%s has run for %s since the server started with it; need %s at this size",
+			cv, span.Round(time.Second), t.MinSpan)
+	}
+	w = run
 	method, _ := s.value(collector.WALSyncMethod)
 	probe, _ := freshProbe(in)
 	b, ok := measureBufferWrites(w, s, method, probe, t)
@@ -91,6 +111,7 @@ func evalWALBuffersSmall(in Input) Result {
 	}
 	evidence := []Evidence{
 		{Name: "wal_buffers_bytes", Value: float64(cur), Unit: UnitBytes},
+		{Name: "wal_buffers_run_seconds", Value: w.Span().Seconds(), Unit: UnitSeconds},
 		{Name: "buffers_full_rate", Value: b.Rate, Unit: UnitPerSecond},
 		{Name: "buffers_full_share", Value: b.Share, Unit: UnitRatio},
 	}
@@ -111,7 +132,49 @@ func evalWALBuffersSmall(in Input) Result {
 		}
 		why += fmt.Sprintf("%s of active backends' time goes to waiting on WAL buffer writes", pct(waitShare))
 	}
-	cv, _ := s.value(collector.WALBuffers)
+	// Beyond PostgreSQL's automatic maximum the step must keep the automatic proportion of
+	// shared_buffers (see the rule's comment).
+	if next > t.WALBuffersFloor {
+		sb, hasSB := s.bytes(collector.SharedBuffers)
+		if !hasSB || sb/32 < next {
+			sbv, _ := s.value(collector.SharedBuffers)
+			if hasSB {
+				evidence = append(evidence, Evidence{Name: "shared_buffers_bytes", Value: float64(sb), Unit: UnitBytes})
+			} else {
+				sbv = "unknown"
+			}
+			return found(Finding{
+				Severity:    Info,
+				Current:     "wal_buffers=" + cv + ", shared_buffers=" + sbv,
+				Recommended: fmt.Sprintf("wal_buffers=%s only with shared_buffers of at least %s", collector.FormatMemory(next), collector.FormatMemory(32*next)),
+				Action:      ActionAdvice,
+				Summary: fmt.Sprintf("At wal_buffers=%s, measured over %s at that size (since the server started with it), the WAL buffers still "+
+					"fill %.0f times a second, %s of WAL writes%s; %s. The next step, %s, is more than 1/32 of shared_buffers "+
+					"(%s), the proportion PostgreSQL's own sizing keeps, so nothing is recommended for wal_buffers.",
+					cv, w.Span().Round(time.Second), b.Rate, pct(b.Share), b.estimateNote(), why, collector.FormatMemory(next), sbv),
+				Evidence: evidence,
+				ExpectedEffect: "None by itself: it says why wal_buffers is not raised further. With shared_buffers of at least " +
+					collector.FormatMemory(32*next) + " the rule would recommend " + collector.FormatMemory(next) + ".",
+			})
+		}
+		evidence = append(evidence, Evidence{Name: "shared_buffers_bytes", Value: float64(sb), Unit: UnitBytes})
+	}
+	// The prediction: one buffer-full write per wal_buffers of WAL (the in-flight estimate's
+	// model), so the buffer-full writes, and what they cost, shrink by cur/next.
+	keep := float64(cur) / float64(next)
+	var saved, model float64
+	var how string
+	if b.PerWrite > 0 {
+		saved, model = cost*(1-keep), cost
+		how = fmt.Sprintf("wal_buffers %s -> %s (one buffer-full write per wal_buffers of WAL: %.3g/s -> %.3g/s at %s each, %s)",
+			cv, collector.FormatMemory(next), b.Rate, b.Rate*keep, humanSeconds(b.PerWrite), b.Source)
+	} else {
+		active := waits.MeanActive()
+		saved, model = waitShare*active*(1-keep), waitShare*active
+		how = fmt.Sprintf("wal_buffers %s -> %s (one buffer-full write per wal_buffers of WAL: the %s of active time spent on buffer-full writes shrinks to %s)",
+			cv, collector.FormatMemory(next), pct(waitShare), pct(waitShare*keep))
+	}
+	predicted := predictWAL(w, saved, model, how)
 	pending := ""
 	if s[collector.WALBuffers].PendingRestart {
 		pending = " (a change of wal_buffers is already waiting for a restart)"
@@ -128,5 +191,35 @@ func evalWALBuffersSmall(in Input) Result {
 		ExpectedEffect: "Fewer, larger WAL writes, more of them done by the WAL writer instead of the " +
 			"backends (lab, seed 001 bulk insert at 64kB -> 16MB: 140 s -> 6.3 s with open_datasync, " +
 			"2.55 s -> 1.71 s with fdatasync). Costs " + humanBytes(float64(next-cur)) + " more shared memory.",
+		Predicted: predicted,
 	})
+}
+
+// sinceStart is the newest run of w's snapshots taken since the server last started with
+// setting at its current value: what a setting that takes a restart was measured at. The run
+// ends, going back, at a snapshot from another server start (pg_postmaster_start_time) or with
+// another value. Snapshots without PostgreSQL inside the run stay in: their counters are skipped
+// anyway.
+func sinceStart(w *History, setting string) *History {
+	snaps := w.snaps
+	last := len(snaps) - 1
+	for last >= 0 && snaps[last].Postgres == nil {
+		last--
+	}
+	if last < 0 {
+		return w
+	}
+	ref := snaps[last].Postgres
+	first := last
+	for i := last - 1; i >= 0; i-- {
+		pg := snaps[i].Postgres
+		if pg == nil {
+			continue
+		}
+		if !pg.StartTime.Equal(ref.StartTime) || pg.Settings[setting].Value != ref.Settings[setting].Value {
+			break
+		}
+		first = i
+	}
+	return w.Since(snaps[first].Time)
 }

@@ -1,7 +1,10 @@
 package rules
 
 import (
+	"math"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/pgwal-advisor/pgwal-advisor/collector"
 )
@@ -31,12 +34,34 @@ func TestWALBuffersSmall(t *testing.T) {
 	}()
 	pg13 := seed001()
 	pg13.noWAL = true
+	// at is seed 001's load still costly at a larger wal_buffers under open_datasync.
+	at := func(walBuffers, sharedBuffers string) scenario {
+		sc := seed001()
+		sc.settings = with(collector.WALBuffers, walBuffers, collector.WALSyncMethod, "open_datasync", collector.SharedBuffers, sharedBuffers)
+		return sc
+	}
+	// restarted puts the snapshots before step i under an earlier server start with
+	// wal_buffers=4MB: the restart that brought today's value in.
+	restarted := func(sc scenario, i int) scenario {
+		before := with(collector.WALBuffers, "4MB", collector.WALSyncMethod, "open_datasync", collector.SharedBuffers, "1GB")
+		sc.mutate = func(j int, s *collector.Snapshot) {
+			if j < i {
+				s.Postgres.StartTime = s.Postgres.StartTime.Add(-time.Hour)
+				s.Postgres.Settings = before
+			} else {
+				s.Postgres.StartTime = t0().Add(time.Duration(i)*15*time.Second - time.Second)
+			}
+		}
+		return sc
+	}
 
 	tests := []struct {
 		name      string
 		in        Input
 		notEnough bool
 		want      []wantFinding
+		// run is the wal_buffers_run_seconds the finding must cite (0: not checked).
+		run float64
 	}{
 		{name: "healthy: default 4MB, a few buffer-full writes a minute", in: healthy().input(fastDiskProbe())},
 		{name: "seed 001: 64kB with open_datasync on a 4 ms device", in: seed001().input(slowDiskProbe()),
@@ -47,19 +72,29 @@ func TestWALBuffersSmall(t *testing.T) {
 		{name: "WAL buffer mapping waits show the cost", in: waiting.input(nil),
 			want: []wantFinding{{collector.WALBuffers, Warning, "16MB"}}},
 		{name: "WAL write waits of commits are not blamed on the buffers", in: commitWaits.input(nil)},
-		{name: "16MB doubles", in: func() Input {
-			sc := seed001()
-			sc.settings = with(collector.WALBuffers, "16MB", collector.WALSyncMethod, "open_datasync")
+		{name: "16MB with cost, shared_buffers 1GB: 32MB", in: at("16MB", "1GB").input(slowDiskProbe()),
+			want: []wantFinding{{collector.WALBuffers, Warning, "32MB"}}},
+		{name: "32MB with cost, shared_buffers 2GB: 64MB", in: at("32MB", "2GB").input(slowDiskProbe()),
+			want: []wantFinding{{collector.WALBuffers, Warning, "64MB"}}},
+		{name: "48MB stops at 64MB", in: at("48MB", "4GB").input(slowDiskProbe()),
+			want: []wantFinding{{collector.WALBuffers, Warning, "64MB"}}},
+		{name: "64MB: nothing more to win from the buffers", in: at("64MB", "8GB").input(slowDiskProbe())},
+		{name: "16MB, restarted with it 20 s ago: not judged yet", in: restarted(at("16MB", "1GB"), 19).input(slowDiskProbe()),
+			notEnough: true},
+		{name: "16MB, restarted with it 2.5 min ago: judged on that run", in: restarted(at("16MB", "1GB"), 10).input(slowDiskProbe()),
+			want: []wantFinding{{collector.WALBuffers, Warning, "32MB"}}, run: 150},
+		{name: "16MB, shared_buffers 512MB: advice, nothing recommended", in: at("16MB", "512MB").input(slowDiskProbe()),
+			want: []wantFinding{{"", Info, "wal_buffers=32MB only with shared_buffers of at least 1GB"}}},
+		{name: "32MB, shared_buffers 1GB: advice, nothing recommended", in: at("32MB", "1GB").input(slowDiskProbe()),
+			want: []wantFinding{{"", Info, "wal_buffers=64MB only with shared_buffers of at least 2GB"}}},
+		{name: "16MB, shared_buffers unknown: advice", in: func() Input {
+			sc := at("16MB", "1GB")
+			delete(sc.settings, collector.SharedBuffers)
 			return sc.input(slowDiskProbe())
-		}(), want: []wantFinding{{collector.WALBuffers, Warning, "32MB"}}},
-		{name: "48MB stops at 64MB", in: func() Input {
-			sc := seed001()
-			sc.settings = with(collector.WALBuffers, "48MB", collector.WALSyncMethod, "open_datasync")
-			return sc.input(slowDiskProbe())
-		}(), want: []wantFinding{{collector.WALBuffers, Warning, "64MB"}}},
-		{name: "64MB: nothing more to win from the buffers", in: func() Input {
-			sc := seed001()
-			sc.settings = with(collector.WALBuffers, "64MB", collector.WALSyncMethod, "open_datasync")
+		}(), want: []wantFinding{{"", Info, "wal_buffers=32MB only with shared_buffers of at least 1GB"}}},
+		{name: "16MB under fdatasync: cheap buffer-full writes, nothing", in: func() Input {
+			sc := at("16MB", "2GB")
+			sc.settings[collector.WALSyncMethod] = plain("fdatasync")
 			return sc.input(slowDiskProbe())
 		}()},
 		{name: "a change already pending restart is still reported", in: pending.input(slowDiskProbe()),
@@ -71,7 +106,34 @@ func TestWALBuffersSmall(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			checkResult(t, evalWALBuffersSmall(tt.in), tt.notEnough, tt.want...)
+			res := evalWALBuffersSmall(tt.in)
+			checkResult(t, res, tt.notEnough, tt.want...)
+			for _, f := range res.Findings {
+				if got, _ := evidence(f, "wal_buffers_run_seconds"); tt.run != 0 && got != tt.run {
+					t.Errorf("wal_buffers_run_seconds = %v, want %v", got, tt.run)
+				}
+				if f.Action != ActionRestart {
+					continue
+				}
+				checkPredicted(t, f)
+				cur, _ := collector.ParseMemory(f.Current)
+				next, _ := collector.ParseMemory(f.Recommended)
+				// Modelled, the buffer-full writes' cost shrinks by cur/next; measured, it falls.
+				p := f.Predicted
+				if p == nil {
+					continue
+				}
+				if modelled := strings.HasPrefix(p.Basis, "modelled"); modelled && math.Abs(p.Value-p.Current*float64(cur)/float64(next)) > 1e-9 ||
+					!modelled && !(p.Value < p.Current) {
+					t.Errorf("predicted %+v, want current x %d/%d when modelled, less than current when measured", *p, cur, next)
+				}
+				if next > 16*mB {
+					sb, ok := evidence(f, "shared_buffers_bytes")
+					if !ok || int64(sb)/32 < next {
+						t.Errorf("stepped to %s with shared_buffers %v (evidence %v)", f.Recommended, sb, ok)
+					}
+				}
+			}
 		})
 	}
 }

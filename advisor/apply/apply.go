@@ -191,13 +191,14 @@ func neverApplied() []string {
 
 // specs lists the settings the apply mode can change. Bounds are the documented ranges
 // (PostgreSQL docs, runtime-config-wal and runtime-config-resource; kernel docs,
-// admin-guide/sysctl/vm) narrowed to what is sane for a server: wal_buffers above 256MB buys
-// nothing (a WAL segment is 16MB and the rules recommend at most 64MB).
+// admin-guide/sysctl/vm) narrowed to what is sane for a server: wal_buffers stops at 64MB, the
+// most wal-buffers-small ever recommends (four WAL segments; docs/rules.md), so no rule and no
+// journal can push it further.
 func specs() []spec {
 	const kB, MB, GB = 1 << 10, 1 << 20, 1 << 30
 	return []spec{
 		{name: collector.WALSyncMethod, kind: kindEnum, family: walFamily},
-		{name: collector.WALBuffers, kind: kindMemory, family: walFamily, min: 64 * kB, max: 256 * MB, bounds: "64kB..256MB"},
+		{name: collector.WALBuffers, kind: kindMemory, family: walFamily, min: 64 * kB, max: 64 * MB, bounds: "64kB..64MB"},
 		{name: collector.CheckpointCompletionTarget, kind: kindNumber, family: checkpointFamily, min: 0, max: 1, bounds: "0..1 (PostgreSQL docs)"},
 		// The lower bound is two WAL segments, checked against the server's wal_segment_size.
 		{name: collector.MaxWALSize, kind: kindMemory, family: checkpointFamily, min: 2 * 16 * MB, max: 1 << 40, bounds: "2 WAL segments..1TB"},

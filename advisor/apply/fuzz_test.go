@@ -17,6 +17,8 @@ import (
 func FuzzJournal(f *testing.F) {
 	f.Add([]byte(`{"id":1,"time":"2026-12-01T00:00:00Z","kind":"intent","setting":"fsync","new":"on","old":{"value":"off"}}` + "\n"))
 	f.Add([]byte(`{"id":1,"kind":"outcome","outcome":"applied"}` + "\n" + `{"id":2,"ki`))
+	f.Add([]byte(`{"id":1,"kind":"intent","setting":"wal_buffers","new":"32MB","predicted":{"name":"wal_write_wait_seconds_per_mb","current":0.8,"value":0.4,"unit":"seconds_per_mb","basis":"b"}}` + "\n" +
+		`{"id":1,"kind":"outcome","outcome":"verified","prediction_check":{"name":"x","current":0.8,"predicted":0.4,"measured":0.5,"error":0.25}}` + "\n"))
 	f.Add([]byte("\x00\x00\x00"))
 	f.Add([]byte("not json\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {

@@ -323,6 +323,17 @@ func TestApplySeed001(t *testing.T) {
 	if better == 0 {
 		t.Errorf("verified without a better figure: %+v", v.Comparison)
 	}
+	// The rule's prediction went into the intent, and the verification reports it against what
+	// it measured (or why it could not measure it).
+	if p := in.Predicted; p == nil {
+		t.Errorf("intent without the finding's prediction: %+v", in)
+	} else if !strings.Contains(v.Reason, "predicted "+p.Name) {
+		t.Errorf("verified reason %q does not report the prediction of %s", v.Reason, p.Name)
+	} else if c := v.PredictionCheck; c != nil && (c.Name != p.Name || c.Current != p.Current || c.Predicted != p.Value) {
+		t.Errorf("prediction check %+v is not of the intent's prediction %+v", *c, *p)
+	} else {
+		t.Logf("prediction (%s): %s", p.Basis, v.Reason)
+	}
 	if val, _, file := lab.ReadSetting(t, r.c, collector.WALSyncMethod); val != "fdatasync" || !strings.HasSuffix(file, "postgresql.auto.conf") {
 		t.Errorf("wal_sync_method = %s from %s, want fdatasync from postgresql.auto.conf", val, file)
 	}

@@ -88,6 +88,12 @@ type Record struct {
 	After  *Figures `json:"after,omitempty"`
 	// Comparison is the verdict per figure, for verified and rolled_back outcomes.
 	Comparison []FigureChange `json:"comparison,omitempty"`
+	// Predicted is the finding's prediction, on intents and dry runs (absent from journals
+	// written before predictions existed, and for findings that predict nothing).
+	Predicted *rules.Predicted `json:"predicted,omitempty"`
+	// PredictionCheck is the prediction against what the window after the change measured, on
+	// verified and rolled_back outcomes whose figure the history could measure.
+	PredictionCheck *rules.PredictionCheck `json:"prediction_check,omitempty"`
 	// Live is the live value when the outcome was recorded.
 	Live *Value `json:"live,omitempty"`
 	// Reason says why: what failed, why it was rolled back, what the operator changed.

@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pgwal-advisor/pgwal-advisor/collector"
+	"github.com/pgwal-advisor/pgwal-advisor/rules"
 )
 
 func TestJournalAppendRead(t *testing.T) {
@@ -105,5 +108,35 @@ func TestJournalCutRecords(t *testing.T) {
 				t.Errorf("got %d records, torn %q; want %d, torn %v", len(recs), torn, tc.recs, tc.torn)
 			}
 		})
+	}
+}
+
+// TestJournalPredictions: a journal written before predictions existed still loads (the fields
+// are optional), and one with them reads back what was written.
+func TestJournalPredictions(t *testing.T) {
+	old := `{"id":1,"time":"2026-12-01T00:00:00Z","kind":"intent","setting":"wal_sync_method","new":"fdatasync","old":{"value":"open_datasync"}}` + "\n" +
+		`{"id":1,"time":"2026-12-01T00:05:00Z","kind":"outcome","outcome":"verified","setting":"wal_sync_method","reason":"better"}` + "\n"
+	recs, torn, err := parseJournal("j", []byte(old))
+	if err != nil || torn != "" || len(recs) != 2 || recs[0].Predicted != nil || recs[1].PredictionCheck != nil {
+		t.Fatalf("an older journal: %+v, torn %q, %v", recs, torn, err)
+	}
+	if st := changeStatuses(newLedger(recs)); len(st) != 1 || st[0].Predicted != nil || st[0].Prediction != nil || st[0].State != string(Verified) {
+		t.Errorf("status of an older journal's change = %+v", st)
+	}
+
+	j := NewJournal(filepath.Join(t.TempDir(), "journal"))
+	p := rules.Predicted{Name: rules.PredictWALWait, Current: 0.8, Value: 0.15, Unit: rules.UnitSecondsPerMB, Basis: "wait events"}
+	check, _ := rules.CheckPrediction(p, 0.1)
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	if _, err := j.Append(Record{Time: t0, Kind: KindIntent, Setting: collector.WALSyncMethod, New: "fdatasync", Predicted: &p},
+		Record{ID: 1, Time: t0.Add(time.Minute), Kind: KindOutcome, Outcome: Verified, Setting: collector.WALSyncMethod, PredictionCheck: &check}); err != nil {
+		t.Fatal(err)
+	}
+	recs, _, err = j.Read()
+	if err != nil || len(recs) != 2 || recs[0].Predicted == nil || *recs[0].Predicted != p || recs[1].PredictionCheck == nil || *recs[1].PredictionCheck != check {
+		t.Fatalf("read back %+v, %v; want the prediction %+v and the check %+v", recs, err, p, check)
+	}
+	if st := changeStatuses(newLedger(recs)); st[0].Prediction == nil || *st[0].Prediction != check || st[0].Predicted == nil {
+		t.Errorf("status = %+v, want the prediction and its check", st[0])
 	}
 }

@@ -3,6 +3,7 @@ package apply
 import (
 	"context"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -47,9 +48,19 @@ func TestManagerAppliesAndVerifies(t *testing.T) {
 	if !better[FigureIOSecondsPerMB] || !better[FigureFlushWaitShare] {
 		t.Errorf("verified with comparison %+v, want both WAL figures better", v.Comparison)
 	}
+	// The prediction (0.1 -> 0.02 s/MB) against the 0.0125 measured: 0.0075 below it, on a
+	// scale of 0.08 (the predicted change).
+	if pc := v.PredictionCheck; pc == nil || pc.Name != rules.PredictWALWait || math.Abs(pc.Measured-0.0125) > 1e-9 ||
+		math.Abs(pc.Error-(-0.0075/0.08)) > 1e-9 || !strings.Contains(v.Reason, "predicted "+rules.PredictWALWait) {
+		t.Errorf("verified record's prediction check = %+v, reason %q; want 0.02 predicted, 0.0125 measured", pc, v.Reason)
+	}
+	if st := m.Status().Changes[0]; st.Prediction == nil || st.Predicted == nil || st.Prediction.Measured != v.PredictionCheck.Measured {
+		t.Errorf("status of the change = %+v, want its prediction and the check", st)
+	}
 	recs, _, _ := m.Journal().Read()
-	if in := recs[0]; in.Kind != KindIntent || in.Old == nil || in.Old.Value != "open_datasync" || in.New != "fdatasync" || in.Before == nil || in.Rule != "sync-method-slow" {
-		t.Errorf("intent = %+v, want old open_datasync, new fdatasync, the rule and the figures before", in)
+	if in := recs[0]; in.Kind != KindIntent || in.Old == nil || in.Old.Value != "open_datasync" || in.New != "fdatasync" || in.Before == nil ||
+		in.Rule != "sync-method-slow" || in.Predicted == nil || in.Predicted.Value != 0.02 {
+		t.Errorf("intent = %+v, want old open_datasync, new fdatasync, the rule, the figures before and the prediction", in)
 	}
 	// The finding stays shown for a while after the change (the tracker's hysteresis): the
 	// manager must not apply anything again.
@@ -79,6 +90,10 @@ func TestManagerRollsBackARegression(t *testing.T) {
 	rb := recordOf(t, m.Journal(), 1, RolledBack)
 	if rb.After == nil || rb.Before == nil || !strings.Contains(rb.Reason, "worse") {
 		t.Errorf("rolled_back record lacks its evidence: %+v", rb)
+	}
+	// The injected finding predicted the rise (0.02 -> 0.1 s/MB), and 0.1 was measured.
+	if pc := rb.PredictionCheck; pc == nil || math.Abs(pc.Measured-0.1) > 1e-9 || pc.Predicted != 0.1 {
+		t.Errorf("rolled_back record's prediction check = %+v, want 0.1 measured", pc)
 	}
 	rej := recordOf(t, m.Journal(), 1, Rejected)
 	if rej.Until == nil || rej.Until.Sub(rej.Time) != cfg.RejectFor {

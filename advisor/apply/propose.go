@@ -238,7 +238,7 @@ func (m *Manager) propose(ctx context.Context, l *ledger, props []Proposal, bloc
 		}
 		m.dryRunSeen[f.Setting] = f.Recommended
 		rec := Record{Time: m.now(), Kind: KindDryRun, Origin: OriginDaemon, Setting: f.Setting, Action: f.Action, Old: p.Live,
-			New: f.Recommended, Rule: f.Rule, Summary: f.Summary, Evidence: f.Evidence}
+			New: f.Recommended, Rule: f.Rule, Summary: f.Summary, Evidence: f.Evidence, Predicted: f.Predicted}
 		if blocked != "" {
 			rec.Reason = "in apply mode it would wait: " + blocked
 		}
@@ -268,7 +268,8 @@ func (m *Manager) change(ctx context.Context, l *ledger, p Proposal, origin stri
 	defer unlock()
 	old := *p.Live
 	intent := Record{Time: m.now(), Kind: KindIntent, Origin: origin, Setting: f.Setting, Action: f.Action, Old: &old,
-		New: f.Recommended, Rule: f.Rule, Summary: f.Summary, Evidence: f.Evidence, Before: before, Reason: p.Note}
+		New: f.Recommended, Rule: f.Rule, Summary: f.Summary, Evidence: f.Evidence, Before: before, Reason: p.Note,
+		Predicted: f.Predicted}
 	recs, err := m.record(l, intent)
 	if err != nil {
 		return Record{}, fmt.Errorf("journal the intent to change %s (nothing was changed): %w", f.Setting, err)

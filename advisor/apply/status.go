@@ -3,6 +3,8 @@ package apply
 import (
 	"slices"
 	"time"
+
+	"github.com/pgwal-advisor/pgwal-advisor/rules"
 )
 
 // Status is what the apply mode is doing, for the metrics and the API.
@@ -45,6 +47,10 @@ type ChangeStatus struct {
 	Since  time.Time  `json:"since"`
 	Reason string     `json:"reason,omitempty"`
 	Until  *time.Time `json:"until,omitempty"`
+	// Predicted is what the change's finding predicted; Prediction, once the change was
+	// verified or rolled back, that prediction against what was measured after it.
+	Predicted  *rules.Predicted       `json:"predicted,omitempty"`
+	Prediction *rules.PredictionCheck `json:"prediction,omitempty"`
 }
 
 // States of a change besides its outcomes.
@@ -134,6 +140,12 @@ func changeStatuses(l *ledger) []ChangeStatus {
 			State: string(c.Last()), Since: last.Time, Reason: last.Reason, Until: last.Until}
 		if c.Intent.Old != nil {
 			cs.Old = c.Intent.Old.Value
+		}
+		cs.Predicted = c.Intent.Predicted
+		for _, o := range []Outcome{RolledBack, Verified} {
+			if r, ok := c.outcome(o); ok && r.PredictionCheck != nil {
+				cs.Prediction = r.PredictionCheck
+			}
 		}
 		switch {
 		case c.Last() == "":

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/pgwal-advisor/pgwal-advisor/rules"
 )
 
 // watch checks each change in effect: an operator's change makes the manager back off; a
@@ -96,6 +99,7 @@ func (m *Manager) verify(ctx context.Context, l *ledger, c *change, a Actuator) 
 	}
 	after := measure(m.history, in.Setting, start)
 	v := compare(in.Before, after, m.cfg.Regression)
+	check, checkNote := checkPrediction(in.Predicted, m.history.Since(start))
 	if !v.decided && latest.Before(start.Add(3*m.cfg.VerifyWindow)) {
 		m.once(fmt.Sprintf("extend:%d", c.ID()), func() {
 			m.logger.Info("apply: not enough data to judge the change yet; the verification window is extended",
@@ -108,9 +112,10 @@ func (m *Manager) verify(ctx context.Context, l *ledger, c *change, a Actuator) 
 		if !v.decided {
 			reason = "inconclusive, kept: " + reason
 		}
-		rec := m.outcome(c, Verified, reason, nil)
-		rec.Before, rec.After, rec.Comparison = in.Before, after, v.changes
-		m.logger.Info("apply: change verified", zap.Int("id", c.ID()), zap.String("setting", in.Setting), zap.String("value", in.New), zap.String("figures", reason))
+		rec := m.outcome(c, Verified, reason+checkNote, nil)
+		rec.Before, rec.After, rec.Comparison, rec.PredictionCheck = in.Before, after, v.changes, check
+		m.logger.Info("apply: change verified", zap.Int("id", c.ID()), zap.String("setting", in.Setting), zap.String("value", in.New),
+			zap.String("figures", reason), predictionFields(check, checkNote))
 		_, err := m.record(l, rec)
 		return err
 	}
@@ -123,13 +128,40 @@ func (m *Manager) verify(ctx context.Context, l *ledger, c *change, a Actuator) 
 		return fmt.Errorf("roll back change %d (%s): %w", c.ID(), in.Setting, err)
 	}
 	until := m.now().Add(m.cfg.RejectFor)
-	rb := m.outcome(c, RolledBack, v.reason, &live)
-	rb.Before, rb.After, rb.Comparison = in.Before, after, v.changes
+	rb := m.outcome(c, RolledBack, v.reason+checkNote, &live)
+	rb.Before, rb.After, rb.Comparison, rb.PredictionCheck = in.Before, after, v.changes, check
 	rej := m.outcome(c, Rejected, v.reason, nil)
 	rej.Until = &until
 	m.logger.Warn("apply: change made things worse and was rolled back; the recommendation is rejected",
 		zap.Int("id", c.ID()), zap.String("setting", in.Setting), zap.String("value", in.New),
-		zap.String("restored", live.Value), zap.String("figures", v.reason), zap.Time("rejected_until", until))
+		zap.String("restored", live.Value), zap.String("figures", v.reason), predictionFields(check, checkNote), zap.Time("rejected_until", until))
 	_, err = m.record(l, rb, rej)
 	return err
+}
+
+// checkPrediction measures a change's predicted figure over the history since it took effect
+// and compares it with the prediction. The note is what the journal's reason and the log add:
+// the comparison, or why there is none ("" when the change predicted nothing).
+func checkPrediction(p *rules.Predicted, after *rules.History) (*rules.PredictionCheck, string) {
+	if p == nil {
+		return nil, ""
+	}
+	measured, ok := rules.MeasurePredicted(p.Name, after)
+	if !ok {
+		return nil, fmt.Sprintf("; predicted %s %.4g (from %.4g): not measurable after the change", p.Name, p.Value, p.Current)
+	}
+	c, ok := rules.CheckPrediction(*p, measured)
+	if !ok {
+		return nil, fmt.Sprintf("; predicted %s %.4g, measured %.4g: the prediction has no scale to judge it by", p.Name, p.Value, measured)
+	}
+	return &c, "; predicted " + c.String()
+}
+
+// predictionFields logs a prediction check: its figures, or the note saying why there are none.
+func predictionFields(c *rules.PredictionCheck, note string) zap.Field {
+	if c == nil {
+		return zap.String("prediction", strings.TrimPrefix(note, "; "))
+	}
+	return zap.Dict("prediction", zap.String("figure", c.Name), zap.Float64("before", c.Current),
+		zap.Float64("predicted", c.Predicted), zap.Float64("measured", c.Measured), zap.Float64("error", c.Error))
 }
