@@ -41,6 +41,9 @@ type CheckResult struct {
 	Probe    *probes.Report   `json:"probe,omitempty"`
 	// ProbeSkipped says why no probe report is included.
 	ProbeSkipped string `json:"probe_skipped,omitempty"`
+	// History holds the window's snapshots, for measuring a figure a finding predicted
+	// (rules.MeasurePredicted) once its change is in force.
+	History *rules.History `json:"-"`
 }
 
 // PostgresFailure returns the postgres part of the last snapshot when the server could not be
@@ -165,6 +168,7 @@ func Check(ctx context.Context, s *Sampler, cfg CheckConfig, logger *zap.Logger)
 	}
 	res.Snapshots = h.Len()
 	res.WindowSeconds = h.Span().Seconds()
+	res.History = h
 	outcomes := rules.Run(rules.All(), rules.Input{History: h, Probe: res.Probe, ProbeDisabled: res.ProbeSkipped, Now: last.Time, Config: cfg.Thresholds})
 	res.Findings = rules.Findings(outcomes)
 	resolved := rules.Resolve(rules.All(), res.Findings)

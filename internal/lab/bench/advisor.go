@@ -135,6 +135,16 @@ type AdvisorRound struct {
 	ProbeSkipped  string            `json:"probe_skipped,omitempty"`
 	// Restarted says whether the server was restarted for a restart-context change.
 	Restarted bool `json:"restarted"`
+	// Predictions check the figures the changes of the round before predicted against what
+	// this round's window measured with them in force.
+	Predictions []PredictionResult `json:"predictions,omitempty"`
+}
+
+// PredictionResult is one applied change's predicted figure, measured a round later.
+type PredictionResult struct {
+	Setting string                `json:"setting"`
+	Rule    string                `json:"rule"`
+	Check   rules.PredictionCheck `json:"check"`
 }
 
 // AdvisorRun is how the advisor's configuration was reached.
@@ -204,6 +214,11 @@ func (r *runner) check(ctx context.Context, w watchSpec) (*advisor.CheckResult, 
 func (r *runner) advise(ctx context.Context, id string, w watchSpec, start Config, dir string) (*AdvisorRun, Config, error) {
 	run := &AdvisorRun{}
 	cfg := start.with("advisor", nil)
+	type prediction struct {
+		setting, rule string
+		pred          rules.Predicted
+	}
+	var predicted []prediction
 	for round := 1; round <= r.sz.rounds; round++ {
 		r.say("%s: advisor round %d: watching the workload for %s", id, round, w.window)
 		res, st, err := r.check(ctx, w)
@@ -211,6 +226,18 @@ func (r *runner) advise(ctx context.Context, id string, w watchSpec, start Confi
 			return run, cfg, err
 		}
 		ar := AdvisorRound{Round: round, WindowSeconds: res.WindowSeconds, NotEnoughData: res.NotEnoughData, ProbeSkipped: res.ProbeSkipped}
+		for _, p := range predicted {
+			measured, ok := rules.MeasurePredicted(p.pred.Name, res.History)
+			if !ok {
+				r.say("%s:   %s's prediction (%s) could not be measured in this window", id, p.setting, p.pred.Name)
+				continue
+			}
+			if chk, ok := rules.CheckPrediction(p.pred, measured); ok {
+				ar.Predictions = append(ar.Predictions, PredictionResult{Setting: p.setting, Rule: p.rule, Check: chk})
+				r.say("%s:   %s (%s): %s", id, p.setting, p.rule, chk)
+			}
+		}
+		predicted = predicted[:0]
 		for _, f := range res.Findings {
 			ar.Findings = append(ar.Findings, FindingBrief{Rule: f.Rule, Severity: f.Severity.String(), Setting: f.Setting,
 				Current: f.Current, Recommended: f.Recommended, Action: f.Action})
@@ -221,6 +248,11 @@ func (r *runner) advise(ctx context.Context, id string, w watchSpec, start Confi
 		restart := false
 		for _, ch := range applied.Changes {
 			r.say("%s:   applied %s: %s -> %s (%s)", id, ch.Setting, ch.From, ch.To, ch.Action)
+			for _, rec := range res.Recommendations {
+				if rec.Setting == ch.Setting && rec.Predicted != nil {
+					predicted = append(predicted, prediction{setting: ch.Setting, rule: rec.Rule, pred: *rec.Predicted})
+				}
+			}
 			if knob, ok := strings.CutPrefix(ch.Setting, "vm."); ok {
 				r.kernel.noteChanged()
 				if cfg.Kernel == nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -328,6 +329,46 @@ func writeAdvisor(b *strings.Builder, s *ScenarioResult) {
 		b.WriteString("\n")
 	}
 	b.WriteString("\n")
+	var rows [][]string
+	for _, r := range s.Advisor.Rounds {
+		for _, p := range r.Predictions {
+			c := p.Check
+			rows = append(rows, []string{strconv.Itoa(r.Round - 1), p.Setting, p.Rule, c.Name + " (" + c.Unit + ")", num(c.Current), num(c.Predicted), num(c.Measured),
+				fmt.Sprintf("%+.0f%%", 100*c.Error)})
+		}
+	}
+	if len(rows) > 0 {
+		b.WriteString("Predicted effect, checked: each applied change's predicted figure (the finding's `.predicted`) against the same figure " +
+			"measured over the next round's window with the change in force (rules.MeasurePredicted; error as rules.CheckPrediction, " +
+			"relative to the larger of the prediction and the predicted change). Changes applied in one round move one figure together, " +
+			"while each prediction is for its own change alone.\n\n")
+		table(b, []string{"applied in round", "setting", "rule", "figure", "before", "predicted", "measured", "error"}, rows)
+		b.WriteString("\n")
+	}
+}
+
+// predictionTarget is issue 10's: the prediction error of the applied changes within 30%.
+func predictionTarget(s *ScenarioResult) Target {
+	t := Target{Name: "prediction error of the applied changes within 30%", Want: "|error| <= 30% for every checked prediction"}
+	if s.Advisor == nil {
+		t.Got = "not measured"
+		return t
+	}
+	var got []string
+	t.Met = true
+	for _, r := range s.Advisor.Rounds {
+		for _, p := range r.Predictions {
+			t.Scored = true
+			t.Met = t.Met && math.Abs(p.Check.Error) <= 0.3
+			got = append(got, fmt.Sprintf("%s %+.0f%%", p.Setting, 100*p.Check.Error))
+		}
+	}
+	if !t.Scored {
+		t.Got = "no applied change's prediction could be measured"
+		return t
+	}
+	t.Got = strings.Join(got, ", ")
+	return t
 }
 
 func roles(c ConfigResult, best string) string {

@@ -121,6 +121,7 @@ func (r *runner) seed001(ctx context.Context) (res *ScenarioResult, err error) {
 		res.Notes = append(res.Notes, n)
 	}
 	res.Targets = append(res.Targets, seed001Targets(res)...)
+	res.Targets = append(res.Targets, predictionTarget(res))
 	if r.sz.s001Extra > 0 {
 		res.Notes = append(res.Notes, fmt.Sprintf("Configurations that took less than %v ran %d more times (%d in all): the targets compare "+
 			"them, and their run-to-run spread is largest relative to their time. The slower ones ran %d time(s): they are tens of "+
