@@ -20,6 +20,7 @@ func newBenchCmd(g *cli.Globals) *cobra.Command {
 	var (
 		opts      bench.Options
 		scenarios []string
+		reports   []string
 		out       string
 	)
 	cmd := &cobra.Command{
@@ -35,18 +36,20 @@ Scenarios: seed000 (one client, TPC-B, each wal_sync_method), seed001 (bulk inse
 wal_buffers=64kB/open_datasync), seed002 (1-100 clients of single-row INSERT commits, WAL on the
 disk vs tmpfs), seed003 (16 rate-limited clients across checkpoints, flush-after off), neighbour
 (a bulk writer on the database's file system beside 4 rate-limited clients, over a grid of
-vm.dirty_* and both of the simulated disk's queue models).
+vm.dirty_* and both of the simulated disk's queue models), commit (seed 002's commits under
+commit_delay x commit_siblings x 16-200 clients on 1 ms and 4 ms devices, 3 interleaved rounds).
 
-The full suite takes about 25 minutes without the neighbour scenario, which alone takes about
-30 minutes with its 2 rounds of 10 runs of 85 s (--neighbour-rounds 1: about 15); --quick runs tiny sizes and few configurations in a few
-minutes, a smoke test of the harness rather than of the figures. Progress goes to stderr, the
+The full suite takes about 30 minutes without the neighbour and commit scenarios; neighbour
+takes about 30 minutes (2 rounds of 10 runs of 85 s; --neighbour-rounds 1: about 15) and
+commit about 15. --quick runs tiny sizes and few configurations in a few minutes, a smoke test of the harness rather than of the figures. Progress goes to stderr, the
 tables (markdown) or --format json to stdout; --out also writes the markdown report to a file,
 keeping the prose blocks and the hand-written sections of the file it replaces.
 It must run as root (FUSE, loop devices, /proc/sys/vm) with PostgreSQL's server binaries
 installed. Everything it starts is torn down and vm.dirty_* restored, also on Ctrl-C.`,
 		Example: `  pgwal-lab bench --quick
   pgwal-lab bench --scenario seed001,seed003 --format json
-  pgwal-lab bench --out docs/benchmarks.md`,
+  pgwal-lab bench --out docs/benchmarks.md
+  pgwal-lab bench --report seeds.json,neighbour.json --out docs/benchmarks.md`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			for _, s := range scenarios {
@@ -61,8 +64,19 @@ installed. Everything it starts is torn down and vm.dirty_* restored, also on Ct
 			opts.ProcFS, opts.SysFS = g.ProcFS, g.SysFS
 			opts.Progress = cmd.ErrOrStderr()
 			opts.Command = commandLine(cmd)
-			rep, runErr := bench.Run(cmd.Context(), opts, g.Logger)
-			if rep == nil {
+			var (
+				rep    *bench.Report
+				runErr error
+			)
+			if len(reports) > 0 {
+				if len(scenarios) > 0 || opts.Quick {
+					return fmt.Errorf("--report renders saved reports: it runs nothing, so --scenario and --quick do not apply: %w", cli.ErrUsage)
+				}
+				var err error
+				if rep, err = readReports(reports); err != nil {
+					return err
+				}
+			} else if rep, runErr = bench.Run(cmd.Context(), opts, g.Logger); rep == nil {
 				return runErr
 			}
 			var md bytes.Buffer
@@ -92,9 +106,10 @@ installed. Everything it starts is torn down and vm.dirty_* restored, also on Ct
 	}
 	f := cmd.Flags()
 	f.BoolVar(&opts.Quick, "quick", false, "tiny sizes and few configurations: a smoke test of the harness (a few minutes)")
-	f.StringSliceVar(&scenarios, "scenario", nil, "scenarios to run, comma-separated: seed000, seed001, seed002, seed003, neighbour (default all)")
+	f.StringSliceVar(&scenarios, "scenario", nil, "scenarios to run, comma-separated: "+strings.Join(bench.ScenarioIDs(), ", ")+" (default all)")
 	f.IntVar(&opts.NeighbourRounds, "neighbour-rounds", 0, "interleaved rounds of the neighbour scenario (0: 2, --quick 1)")
 	f.IntVar(&opts.NeighbourWriterMB, "neighbour-mb", 0, "MB the neighbour scenario's bulk writer writes (0: 3000, --quick 300)")
+	f.StringSliceVar(&reports, "report", nil, "run nothing: merge these JSON reports (of --format json runs, e.g. one per part of the suite) and render them")
 	f.StringVar(&out, "out", "", "also write the markdown report to this file (e.g. docs/benchmarks.md)")
 	return cmd
 }
@@ -114,4 +129,26 @@ func commandLine(cmd *cobra.Command) string {
 		parts = append(parts, "--"+f.Name+" "+v)
 	})
 	return strings.Join(parts, " ")
+}
+
+// readReports reads and merges the JSON reports named by --report.
+func readReports(paths []string) (*bench.Report, error) {
+	var reps []*bench.Report
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			return nil, fmt.Errorf("--report: %w", err)
+		}
+		rep, err := bench.ReadJSON(f)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("--report %s: %w", p, err)
+		}
+		reps = append(reps, rep)
+	}
+	rep, err := bench.MergeReports(reps...)
+	if err != nil {
+		return nil, fmt.Errorf("--report: %w", err)
+	}
+	return rep, nil
 }

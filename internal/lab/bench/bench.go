@@ -39,10 +39,11 @@ const (
 	// Neighbour is a bulk writer beside the database on its file system (issue: commit stalls
 	// from write-back).
 	Neighbour = "neighbour"
+	Commit    = "commit"
 )
 
 // ScenarioIDs returns every scenario the suite knows, in running order.
-func ScenarioIDs() []string { return []string{Seed000, Seed001, Seed002, Seed003, Neighbour} }
+func ScenarioIDs() []string { return []string{Seed000, Seed001, Seed002, Seed003, Neighbour, Commit} }
 
 // Options configure a run of the suite.
 type Options struct {
@@ -76,6 +77,8 @@ type Report struct {
 	Machine         Machine           `json:"machine"`
 	StaticTuner     StaticTuner       `json:"static_tuner"`
 	Scenarios       []*ScenarioResult `json:"scenarios"`
+	// Runs lists the suite's runs a merged report (MergeReports) was made of.
+	Runs []RunInfo `json:"runs,omitempty"`
 }
 
 // Machine describes where the figures were measured.
@@ -130,6 +133,13 @@ type sizes struct {
 	nbScale, nbWriterMB, nbRounds int
 	nbGrid                        bool
 	nbWindow                      time.Duration
+
+	// The commit grid: seconds per run, interleaved rounds, clients, devices, and the
+	// commit_delay (microseconds) x commit_siblings points beside commit_delay=0.
+	cgSecs, cgRounds     int
+	cgClients            []int
+	cgLatencies          []time.Duration
+	cgDelays, cgSiblings []int
 }
 
 func sizesFor(quick bool) sizes {
@@ -142,6 +152,7 @@ func sizesFor(quick bool) sizes {
 			s002Clients: []int{1, 16}, s002Secs: 3,
 			s003Scale: 5, s003Secs: 35, s003Rate: 600,
 			nbScale: 5, nbWriterMB: 300, nbRounds: 1, nbWindow: 32 * time.Second,
+			cgSecs: 3, cgRounds: 1, cgClients: []int{16}, cgLatencies: []time.Duration{4 * time.Millisecond}, cgDelays: []int{2000}, cgSiblings: []int{5},
 		}
 	}
 	return sizes{
@@ -158,6 +169,10 @@ func sizesFor(quick bool) sizes {
 		// The issue's writer (3000 MB, about 38 s of the device's time); 90 s is the issue's
 		// check window.
 		nbScale: 10, nbWriterMB: 3000, nbRounds: 2, nbGrid: true, nbWindow: 90 * time.Second,
+		// Half a flush on each device (the docs' starting point), a full 4 ms flush, and the
+		// default commit_siblings beside a higher one; 3 rounds, about 15 minutes.
+		cgSecs: 6, cgRounds: 3, cgClients: []int{16, 64, 100, 200}, cgLatencies: []time.Duration{time.Millisecond, 4 * time.Millisecond},
+		cgDelays: []int{500, 2000}, cgSiblings: []int{5, 20},
 	}
 }
 
@@ -271,6 +286,8 @@ func (r *runner) scenario(ctx context.Context, id string) (*ScenarioResult, erro
 		return r.seed003(ctx)
 	case Neighbour:
 		return r.neighbour(ctx)
+	case Commit:
+		return r.commit(ctx)
 	}
 	return nil, fmt.Errorf("unknown scenario %q", id)
 }

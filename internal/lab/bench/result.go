@@ -30,6 +30,8 @@ type ScenarioResult struct {
 	AdvisorMethod string `json:"advisor_method,omitempty"`
 	// VolatileCheck is the advisor's check of the cluster with its WAL on tmpfs (seed 002).
 	VolatileCheck *VolatileCheck `json:"volatile_check,omitempty"`
+	// Commit is the commit scenario's grid.
+	Commit *CommitGrid `json:"commit,omitempty"`
 	// Timing is seed 001's timing lab.
 	Timing          *Timing  `json:"timing,omitempty"`
 	Targets         []Target `json:"targets,omitempty"`
