@@ -25,6 +25,9 @@ const (
 	// RoleReference is measured for comparison and never a candidate: it gives up durability
 	// (fsync=off, WAL on tmpfs).
 	RoleReference = "reference"
+	// RoleAdvice is what the advisor's advice asks a person to do, measured (neighbour: the
+	// bulk writer under a rate limit); never a candidate for "best" of the grid.
+	RoleAdvice = "advice"
 )
 
 // Config is one configuration under test: PostgreSQL settings on top of the scenario's base,
@@ -42,6 +45,9 @@ type Config struct {
 	// Queue is the simulated disk's queue model when the scenario varies it (neighbour):
 	// "serial" or "priority" (simdisk.QueueModel); empty is the disk's default, serial.
 	Queue string `json:"queue,omitempty"`
+	// WriterMBps limits the neighbour scenario's bulk writer to this many MB/s with an
+	// fdatasync every nbThrottleSync, as its own rate limit (or cgroup io.max) would; 0: none.
+	WriterMBps int `json:"writer_mb_per_s,omitempty"`
 	// Durable is false for configurations that give up durability: they are measured as
 	// references, never candidates for "best".
 	Durable bool     `json:"durable"`
@@ -59,7 +65,7 @@ func (c Config) key() string {
 	for _, k := range slices.Sorted(maps.Keys(c.Kernel)) {
 		fmt.Fprintf(&b, "%s=%s;", k, c.Kernel[k])
 	}
-	return b.String() + "|" + c.WAL + "|" + c.Queue
+	return b.String() + "|" + c.WAL + "|" + c.Queue + "|" + strconv.Itoa(c.WriterMBps)
 }
 
 // with returns a copy of c named name with settings overridden by set.

@@ -46,6 +46,11 @@ const (
 	// nbDrained is how little Dirty+Writeback a run waits for before it starts, so that none
 	// inherits the write-back of the one before.
 	nbDrained = 64 << 20
+	// The advice measured: the bulk writer limited to half the device's bandwidth (its own
+	// rate limit, as pg_basebackup --max-rate or rsync --bwlimit; cgroup v2 io.max does it
+	// for any writer), syncing every nbThrottleSync so that its data does not pile up.
+	nbThrottleMBps = nbBandwidth / 2 / 1_000_000
+	nbThrottleSync = 8 << 20
 )
 
 // nbRunSeconds is how long one run lasts: the bulk writer's start, its data's time on the
@@ -208,7 +213,7 @@ func (r *runner) neighbour(ctx context.Context) (res *ScenarioResult, err error)
 		wctx, stop := context.WithCancel(ctx)
 		var wg sync.WaitGroup
 		wg.Add(2)
-		go func() { defer wg.Done(); nb.bulk(wctx) }()
+		go func() { defer wg.Done(); nb.bulk(wctx, 0) }()
 		go func() { defer wg.Done(); nb.log(wctx) }()
 		_, err := runPgbench(ctx, c, append(rateArgs, "-T", "86400")...)
 		stop()
@@ -250,6 +255,11 @@ func (r *runner) neighbour(ctx context.Context) (res *ScenarioResult, err error)
 		}
 		if q == simdisk.QueueSerial {
 			set.add(onQueue(advCfg), RoleAdvisor)
+			if r.sz.nbGrid {
+				throttled := start.with(fmt.Sprintf("writer limited to %d MB/s", nbThrottleMBps), nil)
+				throttled.WriterMBps = nbThrottleMBps
+				set.add(onQueue(throttled), RoleAdvice)
+			}
 		}
 		for _, g := range grid {
 			// The priority model only tells which conclusions depend on the device's queue:
@@ -383,7 +393,7 @@ func (nb *nbRig) reset(ctx context.Context) error {
 // bulk is the neighbour: from nbWriterStart, writerMB MB of zeros in 1 MiB writes through the
 // page cache, no fsync, as `dd if=/dev/zero of=... bs=1M` does. It returns how long the writes
 // took, 0 when ctx ended first.
-func (nb *nbRig) bulk(ctx context.Context) time.Duration {
+func (nb *nbRig) bulk(ctx context.Context, mbps int) time.Duration {
 	select {
 	case <-ctx.Done():
 		return 0
@@ -408,6 +418,25 @@ func (nb *nbRig) bulk(ctx context.Context) time.Duration {
 			return 0
 		}
 		written += int64(n)
+		if mbps <= 0 {
+			continue
+		}
+		// The rate limit: what it has written is on the device every nbThrottleSync, and
+		// it writes no faster than mbps, so its write-back never takes the whole device.
+		if written%nbThrottleSync == 0 {
+			if err := f.Sync(); err != nil {
+				nb.r.logger.Warn("bulk writer", zap.Error(err))
+				return 0
+			}
+		}
+		due := begin.Add(time.Duration(float64(written) / (float64(mbps) * 1e6) * float64(time.Second)))
+		if d := time.Until(due); d > 0 {
+			select {
+			case <-ctx.Done():
+				return 0
+			case <-time.After(d):
+			}
+		}
 	}
 	return time.Since(begin)
 }
@@ -477,7 +506,7 @@ func (nb *nbRig) run(ctx context.Context, cfg Config, rateArgs []string, secs in
 	wg.Add(4)
 	go func() { defer wg.Done(); samples = nb.sample(runCtx, wal, t0) }()
 	go func() { defer wg.Done(); waits = nb.waits(runCtx, t0) }()
-	go func() { defer wg.Done(); writer = nb.bulk(runCtx) }()
+	go func() { defer wg.Done(); writer = nb.bulk(runCtx, cfg.WriterMBps) }()
 	go func() { defer wg.Done(); slowSync = nb.log(runCtx) }()
 	args := append(append([]string{}, rateArgs...), "-T", strconv.Itoa(secs), "-l", "--log-prefix", logPrefix)
 	_, err = runPgbench(ctx, nb.c, args...)

@@ -391,6 +391,8 @@ func roles(c ConfigResult, best string) string {
 			out = append(out, "static tuners")
 		case RoleReference:
 			out = append(out, "reference, not durable")
+		case RoleAdvice:
+			out = append(out, "advice, done by hand")
 		case RoleGrid:
 			if c.Name == best {
 				out = append(out, "grid (best)")
