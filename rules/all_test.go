@@ -15,7 +15,7 @@ func contractIDs() []string {
 	return []string{
 		"fsync-off", "wal-on-volatile-storage", "write-cache-unsafe", "sync-method-slow",
 		"open-sync-with-small-buffers", "wal-buffers-small", "flush-after-disabled",
-		"dirty-background-too-large", "checkpoint-stalls", "wal-lock-contention",
+		"writeback-stalls-wal", "checkpoint-stalls", "wal-lock-contention",
 		"track-wal-io-timing-off", "durability-traded-off",
 	}
 }

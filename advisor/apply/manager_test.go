@@ -400,7 +400,7 @@ func TestManagerKernel(t *testing.T) {
 	sysctlFile := filepath.Join(t.TempDir(), "90-pgwal-advisor.conf")
 	k := NewKernel(root, sysctlFile, nil)
 	m := newTestManager(t, testConfig(t, w, ModeOn), w, pg, k)
-	f := rules.Finding{Rule: "dirty-background-too-large", Severity: rules.Warning, Setting: KnobDirtyBackgroundBytes,
+	f := rules.Finding{Rule: "writeback-stalls-wal", Severity: rules.Warning, Setting: KnobDirtyBackgroundBytes,
 		Current: "0 (ratio 10%)", Recommended: "67108864", Action: rules.ActionSysctl}
 	w.setFindings(f)
 	runUntil(t, m, w, 40, "verification", func() bool { return hasOutcome(t, m.Journal(), 1, Verified) })
