@@ -41,6 +41,8 @@ type CheckResult struct {
 	Probe    *probes.Report   `json:"probe,omitempty"`
 	// ProbeSkipped says why no probe report is included.
 	ProbeSkipped string `json:"probe_skipped,omitempty"`
+	// History is the window's snapshots the rules judged (not part of the JSON contract).
+	History *rules.History `json:"-"`
 }
 
 // PostgresFailure returns the postgres part of the last snapshot when the server could not be
@@ -164,6 +166,7 @@ func Check(ctx context.Context, s *Sampler, cfg CheckConfig, logger *zap.Logger)
 		}
 	}
 	res.Snapshots = h.Len()
+	res.History = h
 	res.WindowSeconds = h.Span().Seconds()
 	outcomes := rules.Run(rules.All(), rules.Input{History: h, Probe: res.Probe, ProbeDisabled: res.ProbeSkipped, Now: last.Time, Config: cfg.Thresholds})
 	res.Findings = rules.Findings(outcomes)

@@ -190,6 +190,30 @@ func TestWritebackStallsWAL(t *testing.T) {
 		}
 		return p
 	}
+	// With track_wal_io_timing on, waits that rise while flushes keep their usual time are
+	// not a stall (the live test's load alone: 75% -> 100% of a few samples, 2.4 ms flushes).
+	waitsRiseOnly := neighbour()
+	waitsRiseOnly.phase = func(i int) wbPhase {
+		p := neighbour().phase(i)
+		if i >= 20 && i < 24 {
+			q := calm()
+			q.dirty, q.devRate, q.waits = 2*gB, 80e6, q.active
+			return q
+		}
+		return p
+	}
+	// Commits stop: no flush completes for three intervals, then the blocked flushes report 16 s.
+	stuck := neighbour()
+	stuck.phase = func(i int) wbPhase {
+		p := neighbour().phase(i)
+		if i >= 20 && i < 23 {
+			p.flushes, p.flushSecs = 0, 0
+		}
+		if i == 23 {
+			p.flushes, p.flushSecs = 4, 16
+		}
+		return p
+	}
 	noKernel := neighbour()
 	noKernel.kernel = nil
 	healthyHost := healthy()
@@ -206,11 +230,13 @@ func TestWritebackStallsWAL(t *testing.T) {
 		{name: "wait events only (no track_wal_io_timing)", in: waitsOnly.input(), want: []wantFinding{{settingWALDevice, Warning, ""}}},
 		{name: "WAL on tmpfs: no block device", in: tmpfs.input(), want: []wantFinding{{settingWALDevice, Warning, ""}}},
 		{name: "WAL on overlay: no block device", in: overlay.input(), want: []wantFinding{{settingWALDevice, Warning, ""}}},
+		{name: "commits stop: flushes that complete late", in: stuck.input(), want: []wantFinding{{settingWALDevice, Warning, ""}}},
 		{name: "the whole window is the stall", in: wholeWindow.input(), want: []wantFinding{{settingWALDevice, Warning, ""}}},
 		{name: "the WAL fills the cache itself", in: bulk.input()},
 		{name: "slow flushes without a pile", in: slowDevice.input()},
 		{name: "a pile that does not slow the WAL", in: harmless.input()},
 		{name: "a stall shorter than WritebackStallMin", in: spike.input()},
+		{name: "waits rise, flush times do not (timing on)", in: waitsRiseOnly.input()},
 		{name: "seed 003 with flush-after restored", in: seed003Restored.input()},
 		{name: "healthy host, no writer", in: healthyHost.input(nil)},
 		{name: "no kernel facts", in: func() Input {
@@ -280,6 +306,28 @@ func TestWritebackStallsWALEvidence(t *testing.T) {
 
 // The same history under every supported major version: the collector normalizes the wait
 // events 17 renamed and the WAL counters 18 moved to pg_stat_io, so the thresholds are the same.
+func TestWritebackStallsWALStuckFlushes(t *testing.T) {
+	sc := neighbour()
+	sc.phase = func(i int) wbPhase {
+		p := neighbour().phase(i)
+		if i >= 20 && i < 23 {
+			p.flushes, p.flushSecs = 0, 0
+		}
+		if i == 23 {
+			p.flushes, p.flushSecs = 4, 16
+		}
+		return p
+	}
+	f := evalWritebackStallsWAL(sc.input(), nil).Findings[0]
+	// The three intervals without a completed flush count with the one that reports them.
+	if v, _ := evidence(f, "stall_seconds"); v != 20 {
+		t.Errorf("stall_seconds = %v, want 20 (four 5 s intervals)", v)
+	}
+	if v, _ := evidence(f, "wal_flush_seconds_worst"); v != 4 {
+		t.Errorf("wal_flush_seconds_worst = %v, want 4 (16 s over 4 flushes)", v)
+	}
+}
+
 func TestWritebackStallsWALVersions(t *testing.T) {
 	for _, v := range []int{140010, 150004, 160002, 170000, 180000} {
 		sc := neighbour()

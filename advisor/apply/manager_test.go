@@ -394,10 +394,13 @@ func TestConfigDefaults(t *testing.T) {
 }
 
 // neighbourStall makes the simulated server stall as writeback-stalls-wal sees it - a
-// neighbour's pile of dirty pages, every active backend waiting on WAL I/O - for as long as
+// neighbour's pile of dirty pages, WAL flushes 100 ms slower, every active backend waiting on
+// WAL I/O - for as long as
 // stalls(knob value) says so, reading the live vm.dirty_background_bytes from the procfs tree.
 func neighbourStall(t *testing.T, root string, stalls func(bg string) bool) func(s *collector.Snapshot) {
+	var slowed float64 // WAL sync time the stall added, cumulative as the counter is
 	return func(s *collector.Snapshot) {
+		defer func() { s.Postgres.WAL.SyncTimeSeconds += slowed }()
 		b, err := os.ReadFile(filepath.Join(root, "sys", "vm", "dirty_background_bytes"))
 		if err != nil {
 			t.Error(err)
@@ -406,6 +409,7 @@ func neighbourStall(t *testing.T, root string, stalls func(bg string) bool) func
 		if !stalls(strings.TrimSpace(string(b))) {
 			return
 		}
+		slowed += 10 // 100 ms more for each of the tick's 100 flushes
 		s.Kernel.Meminfo.DirtyBytes, s.Kernel.Meminfo.WritebackBytes = 2<<30, 200<<20
 		s.Postgres.WaitEvents = &collector.WaitEvents{Samples: 10, ActiveBackends: 40,
 			Counts: map[string]int64{collector.EventIOWALSync: 20, collector.EventLWLockWALWrite: 20}}
