@@ -399,7 +399,7 @@ func evalWritebackStallsWAL(in Input, rows []DirtyRow) Result {
 	st := snap.WALStorage
 	hasDevice := st != nil && st.DeviceName != "" && f.hasDev
 
-	ev := []Evidence{{Name: "stall_seconds", Value: f.Seconds, Unit: UnitSeconds}}
+	ev := []Evidence{{Name: "writeback_stall_seconds", Value: f.Seconds, Unit: UnitSeconds}}
 	if f.hasFlushDuring {
 		ev = append(ev, Evidence{Name: "wal_flush_seconds_during", Value: f.flushDuring, Unit: UnitSeconds},
 			Evidence{Name: "wal_flush_seconds_worst", Value: f.flushWorst, Unit: UnitSeconds})
@@ -502,7 +502,7 @@ func evalWritebackStallsWAL(in Input, rows []DirtyRow) Result {
 		Summary: summary + fmt.Sprintf(" Put pg_wal on a device no other writer uses, or throttle the writer: %s. "+
 			"No vm.dirty_* value is proven for this device shape (%s); lower values made the lab's stall longer.", throttle, shapeText(shape, class)),
 		Evidence: ev,
-		Predicted: &Predicted{Name: "stall_seconds", Current: f.Seconds, Value: 0, Unit: UnitSeconds,
+		Predicted: &Predicted{Name: "writeback_stall_seconds", Current: f.Seconds, Value: 0, Unit: UnitSeconds,
 			Basis: "with no other writer's queue ahead of the WAL's flushes they wait only for their own writes"},
 		ExpectedEffect: "WAL flushes no longer wait behind another writer's write-back: the stall and its flush times go away.",
 	})
@@ -574,7 +574,7 @@ func findRow(rows []DirtyRow, shape, class string) (DirtyRow, bool) {
 
 // dirtyFindings recommend a proven row's vm.dirty_* values, each knob that differs.
 func dirtyFindings(k *collector.Kernel, row DirtyRow, f StallFacts, summary string, ev []Evidence) []Finding {
-	pred := &Predicted{Name: "stall_seconds", Current: f.Seconds, Value: f.Seconds * row.StallRatio, Unit: UnitSeconds,
+	pred := &Predicted{Name: "writeback_stall_seconds", Current: f.Seconds, Value: f.Seconds * row.StallRatio, Unit: UnitSeconds,
 		Basis: "the stall's ratio measured for this device shape: " + row.Source}
 	effect := fmt.Sprintf("The stall shrinks to about %.0f%% of its length (%s); apply verifies it by the stall and rolls the change back when it did not.",
 		row.StallRatio*100, row.Source)

@@ -264,7 +264,7 @@ func TestWritebackStallsWAL(t *testing.T) {
 func TestWritebackStallsWALEvidence(t *testing.T) {
 	f := evalWritebackStallsWAL(neighbour().input(), nil).Findings[0]
 	want := map[string]float64{
-		"stall_seconds":                20,
+		"writeback_stall_seconds":      20,
 		"wal_flush_seconds_during":     5.0 / 3,
 		"wal_flush_seconds_outside":    0.0015,
 		"wal_flush_wait_share_during":  1,
@@ -320,8 +320,8 @@ func TestWritebackStallsWALStuckFlushes(t *testing.T) {
 	}
 	f := evalWritebackStallsWAL(sc.input(), nil).Findings[0]
 	// The three intervals without a completed flush count with the one that reports them.
-	if v, _ := evidence(f, "stall_seconds"); v != 20 {
-		t.Errorf("stall_seconds = %v, want 20 (four 5 s intervals)", v)
+	if v, _ := evidence(f, "writeback_stall_seconds"); v != 20 {
+		t.Errorf("writeback_stall_seconds = %v, want 20 (four 5 s intervals)", v)
 	}
 	if v, _ := evidence(f, "wal_flush_seconds_worst"); v != 4 {
 		t.Errorf("wal_flush_seconds_worst = %v, want 4 (16 s over 4 flushes)", v)
