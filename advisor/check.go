@@ -41,8 +41,9 @@ type CheckResult struct {
 	Probe    *probes.Report   `json:"probe,omitempty"`
 	// ProbeSkipped says why no probe report is included.
 	ProbeSkipped string `json:"probe_skipped,omitempty"`
-	// History holds the window's snapshots, for measuring a figure a finding predicted
-	// (rules.MeasurePredicted) once its change is in force.
+	// History is the window's snapshots the rules judged (not part of the JSON contract): for
+	// measuring a figure a finding predicted (rules.MeasurePredicted) once its change is in
+	// force, and for a test to show what each interval held.
 	History *rules.History `json:"-"`
 }
 
@@ -167,8 +168,8 @@ func Check(ctx context.Context, s *Sampler, cfg CheckConfig, logger *zap.Logger)
 		}
 	}
 	res.Snapshots = h.Len()
-	res.WindowSeconds = h.Span().Seconds()
 	res.History = h
+	res.WindowSeconds = h.Span().Seconds()
 	outcomes := rules.Run(rules.All(), rules.Input{History: h, Probe: res.Probe, ProbeDisabled: res.ProbeSkipped, Now: last.Time, Config: cfg.Thresholds})
 	res.Findings = rules.Findings(outcomes)
 	resolved := rules.Resolve(rules.All(), res.Findings)

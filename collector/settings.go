@@ -40,7 +40,9 @@ const (
 	HostWALFileSystem = "wal_file_system"
 	HostMountOptions  = "mount_options"
 	HostWriteCache    = "write_cache"
-	HostProbeDir      = "probe.dir"
+	// HostWALDevice is where the WAL lives and who else writes there (writeback-stalls-wal).
+	HostWALDevice = "wal_device"
+	HostProbeDir  = "probe.dir"
 )
 
 // SettingSource is where a setting lives.
@@ -123,6 +125,7 @@ func SettingTable() []SettingDef {
 		{Name: HostWALFileSystem, Source: FromHost, Apply: AdviceOnly},
 		{Name: HostMountOptions, Source: FromHost, Apply: AdviceOnly},
 		{Name: HostWriteCache, Source: FromHost, Apply: AdviceOnly},
+		{Name: HostWALDevice, Source: FromHost, Apply: AdviceOnly},
 		{Name: HostProbeDir, Source: FromHost, Apply: AdviceOnly},
 	}
 }

@@ -45,7 +45,7 @@ var ruleIDs = []string{
 	"open-sync-with-small-buffers",
 	"wal-buffers-small",
 	"flush-after-disabled",
-	"dirty-background-too-large",
+	"writeback-stalls-wal",
 	"checkpoint-stalls",
 	"wal-lock-contention",
 	"track-wal-io-timing-off",

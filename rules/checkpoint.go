@@ -10,18 +10,17 @@ import (
 
 // checkpointFacts summarizes the checkpoints completed in a window.
 type checkpointFacts struct {
-	ends        []CheckpointEnd
-	count       float64 // checkpoints completed
-	syncMean    float64 // sync phase per checkpoint, seconds
-	syncWorst   float64 // longest sync phase of one interval's checkpoints, seconds
-	pile        float64 // Dirty + Writeback peak around checkpoint ends, bytes
-	hasPile     bool
-	walSyncRise float64 // WAL sync time per sync at checkpoint ends over elsewhere; 0 unknown
+	ends      []CheckpointEnd
+	count     float64 // checkpoints completed
+	syncMean  float64 // sync phase per checkpoint, seconds
+	syncWorst float64 // longest sync phase of one interval's checkpoints, seconds
+	pile      float64 // Dirty + Writeback peak around checkpoint ends, bytes
+	hasPile   bool
 }
 
 func checkpointsIn(w *History) checkpointFacts {
 	var f checkpointFacts
-	var syncSum, endSyncs, endSyncSecs float64
+	var syncSum float64
 	for _, e := range w.CheckpointEnds() {
 		f.ends = append(f.ends, e)
 		f.count += e.Checkpoints
@@ -30,19 +29,9 @@ func checkpointsIn(w *History) checkpointFacts {
 		if e.HasKernel {
 			f.pile, f.hasPile = max(f.pile, e.DirtyWritebackMax), true
 		}
-		if e.HasWALSyncs {
-			endSyncs += e.WALSyncs
-			endSyncSecs += e.WALSyncSeconds
-		}
 	}
 	if f.count > 0 {
 		f.syncMean = syncSum / f.count
-	}
-	// WAL sync latency rising with the checkpoints' write-back: per-sync time in the intervals
-	// holding a checkpoint end against the rest of the window (needs track_wal_io_timing).
-	all, allSecs := w.Change(WALSyncs), w.Change(WALSyncSeconds)
-	if restSyncs, restSecs := all.Delta-endSyncs, allSecs.Delta-endSyncSecs; endSyncs > 0 && restSyncs > 0 && restSecs > 0 && endSyncSecs > 0 {
-		f.walSyncRise = (endSyncSecs / endSyncs) / (restSecs / restSyncs)
 	}
 	return f
 }
@@ -143,143 +132,6 @@ func evalFlushAfterDisabled(in Input) Result {
 	return found(fs...)
 }
 
-// dirty-background-too-large: Linux starts background write-back only when dirty pages
-// exceed vm.dirty_background_bytes (or _ratio of dirtyable memory), and throttles writers at
-// vm.dirty_bytes (kernel doc admin-guide/sysctl/vm). Far above what the device writes in a
-// second, the pile at a checkpoint's fsync takes many seconds to drain. But seed 003 and the
-// lab found that lowering vm.dirty_* alone did not smooth checkpoints, so the rule needs the
-// symptom - a pile at checkpoint ends with long checkpoint syncs or WAL syncs slowing down -
-// and stays quiet while flush-after-disabled explains it. Sizing: about DirtySeconds of the
-// WAL device's peak measured write rate, rounded down to a power of two; vm.dirty_bytes
-// DirtyBytesFactor times that. For reference tuned's postgresql profile uses 64MB/512MB ("about
-// the size of a RAID controller's write-back cache"), and the lab tried 64MB/256MB.
-func dirtyBackgroundTooLarge() Rule {
-	return Rule{
-		ID:       "dirty-background-too-large",
-		Title:    "The kernel lets more dirty data pile up than the storage writes in a second",
-		Severity: Warning,
-		Settings: []string{collector.KnobDirtyBackgroundBytes, collector.KnobDirtyBytes},
-		Rationale: "Background write-back starts only at vm.dirty_background_* and by default that is 10% of " +
-			"memory, many seconds of what a disk writes; the pile then drains in the checkpoint's fsync. " +
-			"Because lowering vm.dirty_* alone did not help in seed 003 or in the lab, the rule needs the " +
-			"symptom in the history and its advice must be verified after it is applied.",
-		Sources: []string{
-			"https://www.kernel.org/doc/html/latest/admin-guide/sysctl/vm.html#dirty-background-bytes",
-			"https://github.com/redhat-performance/tuned/blob/master/profiles/postgresql/tuned.conf (64MB/512MB)",
-			"seed 003 (dirty_background_ratio 10 -> 1 did not help)",
-			"docs/benchmarks.md, seed 003 table (64MB/256MB: worst second 142 -> 232 tps with flush-after at 0, one run; restoring flush-after: 453)",
-		},
-		Eval: withDefaults(evalDirtyBackgroundTooLarge),
-	}
-}
-
-func evalDirtyBackgroundTooLarge(in Input) Result {
-	snap, ok := in.History.Latest()
-	if !ok {
-		return notEnough("no snapshot yet")
-	}
-	k := snap.Kernel
-	if k == nil {
-		return notEnough("no kernel facts in the latest snapshot")
-	}
-	pg, missing := latestPostgres(in.History)
-	if pg == nil {
-		return notEnough("%s", missing)
-	}
-	if len(flushAfterOff(snap, settings(pg.Settings))) > 0 {
-		return found() // flush-after-disabled is the cause the lab isolated; fix that first
-	}
-	t := in.Config
-	w := sinceWindow(in, t.CheckpointWindow)
-	if cold := coldStart(w, t); cold != "" {
-		return notEnough("%s", cold)
-	}
-	ivs := w.Intervals(DiskWriteBytes)
-	if len(ivs) == 0 {
-		return notEnough("no write counters for the WAL's block device (tmpfs, FUSE and overlay have none)")
-	}
-	var rate float64
-	for _, iv := range ivs {
-		rate = max(rate, iv.Rate())
-	}
-	if rate < 1<<20 {
-		return notEnough("the WAL device wrote too little (%s/s at most) to size the kernel's thresholds from", humanBytes(rate))
-	}
-	second := rate * t.DirtySeconds
-	bg := float64(k.DirtyBackgroundThresholdBytes)
-	if bg < t.DirtyFarAbove*second {
-		return found()
-	}
-	cp := checkpointsIn(w)
-	if cp.count == 0 {
-		return notEnough("no checkpoint completed in the last %s", t.CheckpointWindow)
-	}
-	slowSync := cp.syncMean >= t.CheckpointSyncSlow.Seconds()
-	walRising := cp.walSyncRise >= t.WALSyncRise
-	if !cp.hasPile || cp.pile < second || (!slowSync && !walRising) {
-		return found()
-	}
-
-	recBG := floorPow2(max(int64(second)>>20, 1)) << 20
-	recBG = min(max(recBG, t.DirtyBackgroundMin), t.DirtyBackgroundMax)
-	recDirty := int64(float64(recBG) * t.DirtyBytesFactor)
-	evidence := []Evidence{
-		{Name: "device_write_rate", Value: rate, Unit: UnitBytesPerSecond},
-		{Name: "dirty_background_threshold", Value: bg, Unit: UnitBytes},
-		{Name: "dirty_threshold", Value: float64(k.DirtyThresholdBytes), Unit: UnitBytes},
-		{Name: "checkpoint_dirty_writeback_peak_bytes", Value: cp.pile, Unit: UnitBytes},
-		{Name: "checkpoint_sync_mean_seconds", Value: cp.syncMean, Unit: UnitSeconds},
-	}
-	if cp.walSyncRise > 0 {
-		evidence = append(evidence, Evidence{Name: "wal_sync_rise", Value: cp.walSyncRise, Unit: UnitRatio})
-	}
-	harm := fmt.Sprintf("checkpoint syncs took %s on average", humanSeconds(cp.syncMean))
-	if walRising {
-		harm += fmt.Sprintf(" and WAL syncs took %.1f times as long at checkpoint ends", cp.walSyncRise)
-	}
-	summary := fmt.Sprintf("The kernel starts background write-back only at %s of dirty data, %.0f s of what "+
-		"the WAL's device writes at its measured peak (%s/s). At checkpoint ends up to %s was dirty or under "+
-		"write-back and %s. Starting write-back at about %s s of device writes (%s) keeps that pile small.",
-		humanBytes(bg), bg/rate, humanBytes(rate), humanBytes(cp.pile), harm, strconv.FormatFloat(t.DirtySeconds, 'f', -1, 64), humanBytes(float64(recBG)))
-	// The checkpoint's fsync writes what is dirty at the device's rate; with write-back starting
-	// at recBG, about that much is left for it (the lab's caveat in the effect stands).
-	predicted := &Predicted{
-		Name: PredictCheckpointSync, Current: cp.syncMean, Value: min(cp.syncMean, float64(recBG)/rate), Unit: UnitSeconds,
-		Basis: fmt.Sprintf("checkpoints' sync phase: %s on average now (%.0f checkpoints); the fsync writes the dirty pile at the "+
-			"device's peak measured rate (%s/s), and with write-back starting at %s about that much is left for it",
-			humanSeconds(cp.syncMean), cp.count, humanBytes(rate), humanBytes(float64(recBG))),
-	}
-	effect := "Smaller Dirty/Writeback peaks at checkpoint ends and shorter checkpoint syncs. Verify after " +
-		"applying: in seed 003 and in the lab, lowering vm.dirty_* alone did not smooth checkpoints."
-	fs := []Finding{{
-		Severity:       Warning,
-		Setting:        collector.KnobDirtyBackgroundBytes,
-		Current:        knobValue(k.VM.DirtyBackgroundBytes, k.VM.DirtyBackgroundRatio),
-		Recommended:    strconv.FormatInt(recBG, 10),
-		Action:         ActionSysctl,
-		Summary:        summary,
-		Evidence:       evidence,
-		ExpectedEffect: effect,
-		Predicted:      predicted,
-	}}
-	if float64(k.DirtyThresholdBytes) > float64(recDirty) {
-		fs = append(fs, Finding{
-			Severity:    Warning,
-			Setting:     collector.KnobDirtyBytes,
-			Current:     knobValue(k.VM.DirtyBytes, k.VM.DirtyRatio),
-			Recommended: strconv.FormatInt(recDirty, 10),
-			Action:      ActionSysctl,
-			Summary: fmt.Sprintf("Writers are throttled only at %s of dirty data; with background write-back "+
-				"starting at %s, a limit of %.0f times that (%s) bounds the pile a checkpoint's fsync can meet.",
-				humanBytes(float64(k.DirtyThresholdBytes)), humanBytes(float64(recBG)), t.DirtyBytesFactor, humanBytes(float64(recDirty))),
-			Evidence:       evidence,
-			ExpectedEffect: effect,
-			Predicted:      predicted,
-		})
-	}
-	return found(fs...)
-}
-
 // knobValue shows a vm.dirty_*_bytes knob; 0 means its ratio twin is in force.
 func knobValue(bytes, ratio int64) string {
 	if bytes > 0 {
@@ -294,7 +146,7 @@ func knobValue(bytes, ratio int64) string {
 // into part of the interval (0.9 is the default since 14). The checkpoint is triggered once
 // the WAL since the last one reaches max_wal_size / (1 + checkpoint_completion_target), which
 // sizes the recommendation. A long sync phase with neither cause points at the kernel's
-// write-back (flush-after-disabled, dirty-background-too-large) and is reported as info.
+// write-back (flush-after-disabled, writeback-stalls-wal) and is reported as info.
 func checkpointStalls() Rule {
 	return Rule{
 		ID:       "checkpoint-stalls",
@@ -440,7 +292,7 @@ func evalCheckpointStalls(in Input) Result {
 			Severity:    Info,
 			Setting:     "",
 			Current:     humanSeconds(cp.syncMean) + " per checkpoint sync",
-			Recommended: "see dirty-background-too-large; check the data device's write-back",
+			Recommended: "see writeback-stalls-wal; check the data device's write-back",
 			Action:      ActionAdvice,
 			Summary: fmt.Sprintf("Checkpoint syncs take %s on average (worst %s) although checkpoints are timed and "+
 				"spread: the kernel holds a pile of dirty pages at each checkpoint's fsync.", humanSeconds(cp.syncMean), humanSeconds(cp.syncWorst)),

@@ -1,7 +1,6 @@
 package rules
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/pgwal-advisor/pgwal-advisor/collector"
@@ -27,14 +26,6 @@ func seed003Fixed() scenario {
 	sc := seed003()
 	sc.settings = with(collector.SharedBuffers, "1GB", collector.MaxWALSize, "8GB", collector.CheckpointTimeout, "30")
 	sc.ckptSync, sc.dirtyBase, sc.dirtyAtCkpt = 0.07, 512*kB, 1*mB
-	return sc
-}
-
-// seed003Pile keeps the symptoms of the first row with the flush-after defaults: the case the
-// kernel thresholds are for.
-func seed003Pile() scenario {
-	sc := seed003()
-	sc.settings = with(collector.SharedBuffers, "1GB", collector.MaxWALSize, "8GB", collector.CheckpointTimeout, "30")
 	return sc
 }
 
@@ -83,67 +74,6 @@ func TestFlushAfterDisabled(t *testing.T) {
 		}
 		if got, _ := evidence(f, "checkpoint_dirty_writeback_peak_bytes"); got != float64(93*mB) {
 			t.Errorf("checkpoint_dirty_writeback_peak_bytes = %v, want 93MB", got)
-		}
-	})
-}
-
-func TestDirtyBackgroundTooLarge(t *testing.T) {
-	smallThresholds := seed003Pile()
-	smallThresholds.dirtyBGBytes, smallThresholds.dirtyBytes = 64*mB, 256*mB
-	hardAlreadySmall := seed003Pile()
-	hardAlreadySmall.dirtyBGBytes, hardAlreadySmall.dirtyBytes = 1600*mB, 200*mB
-	walRising := seed003Pile()
-	walRising.settings[collector.TrackWALIOTiming] = plain("on")
-	walRising.ckptSync, walRising.syncSec, walRising.syncSecAtCkpt = 0.3, 15*580*0.001, 15*580*0.004
-	noPile := seed003Pile()
-	noPile.dirtyAtCkpt = 20 * mB
-	tmpfs := seed003Pile()
-	tmpfs.noDisk = true
-	noKernel := seed003Pile()
-	noKernel.noKernel = true
-	noCheckpoints := seed003Pile()
-	noCheckpoints.ckptEvery = 0
-	idle := seed003Pile()
-	idle.diskBytes = 15 * 100 * float64(kB)
-
-	tests := []struct {
-		name      string
-		in        Input
-		notEnough bool
-		want      []wantFinding
-	}{
-		{name: "healthy", in: healthy().input(nil)},
-		{name: "seed 003 with flush-after at 0: that rule first", in: seed003().input(nil)},
-		{name: "seed 003 after the fix: no symptom", in: seed003Fixed().input(nil)},
-		{name: "seed 003 pile with flush-after on: 80 MB/s sizes 64MB/256MB", in: seed003Pile().input(nil), want: []wantFinding{
-			{"vm.dirty_background_bytes", Warning, "67108864"}, {"vm.dirty_bytes", Warning, "268435456"}}},
-		{name: "thresholds already near a second of writes", in: smallThresholds.input(nil)},
-		{name: "dirty_bytes already small", in: hardAlreadySmall.input(nil),
-			want: []wantFinding{{"vm.dirty_background_bytes", Warning, "67108864"}}},
-		{name: "WAL syncs slow at checkpoint ends", in: walRising.input(nil), want: []wantFinding{
-			{"vm.dirty_background_bytes", Warning, "67108864"}, {"vm.dirty_bytes", Warning, "268435456"}}},
-		{name: "no pile at checkpoint ends", in: noPile.input(nil)},
-		{name: "no block device under the WAL", in: tmpfs.input(nil), notEnough: true},
-		{name: "no kernel facts", in: noKernel.input(nil), notEnough: true},
-		{name: "no checkpoint yet", in: noCheckpoints.input(nil), notEnough: true},
-		{name: "device too idle to measure", in: idle.input(nil), notEnough: true},
-		{name: "cold start", in: scenario{steps: 2}.input(nil), notEnough: true},
-		{name: "no history", in: Input{Now: t0()}, notEnough: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			checkResult(t, evalDirtyBackgroundTooLarge(tt.in), tt.notEnough, tt.want...)
-		})
-	}
-	t.Run("seed 003 pile: reasoning shown", func(t *testing.T) {
-		f := evalDirtyBackgroundTooLarge(seed003Pile().input(nil)).Findings[0]
-		for _, want := range []string{"1.6GB", "80MB/s", "93MB", "6.9s", "64MB"} {
-			if !strings.Contains(f.Summary, want) {
-				t.Errorf("summary %q lacks %q", f.Summary, want)
-			}
-		}
-		if f.Current != "0 (ratio 10%)" {
-			t.Errorf("current = %q, want the ratio in force", f.Current)
 		}
 	})
 }

@@ -194,6 +194,24 @@ func predictWAL(w *History, saved, model float64, how string) *Predicted {
 	}
 }
 
+// predictWALKeep is the Predicted of a change that scales every WAL write wait by keep (0..1)
+// rather than removing a part of it: open_* -> fdatasync turns every synchronous WAL write
+// into a page-cache write. The current figure is measured as predictWAL measures it; the
+// prediction is that figure times keep. model is the rule's own reckoning (backend seconds
+// per second), used only when nothing is measured.
+func predictWALKeep(w *History, keep, model float64, how string) *Predicted {
+	keep = min(max(keep, 0), 1)
+	p := predictWAL(w, model*(1-keep), model, how)
+	if p.Name == PredictWALWait || p.Name == PredictWALIO {
+		if cur, ok := MeasurePredicted(p.Name, w); ok {
+			p.Current, p.Value = cur, cur*keep
+			p.Basis = fmt.Sprintf("%s: every WAL write wait is scaled by %.3g, so %s per MB of WAL becomes %s per MB", how, keep,
+				humanSeconds(cur), humanSeconds(cur*keep))
+		}
+	}
+	return p
+}
+
 // clampNote says when a predicted saving exceeds what is measured now, so that the prediction
 // stops at zero.
 func clampNote(cur, saved float64) string {

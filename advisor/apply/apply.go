@@ -152,6 +152,10 @@ const (
 	checkpointFamily
 	// observeFamily settings change what is measured, not the write path: nothing to judge.
 	observeFamily
+	// kernelFamily are the vm.dirty_* knobs, recommended by writeback-stalls-wal: judged by the
+	// same symptom (the WAL's write-back stall, flush waits, the pile), and kept only when it
+	// got better: the lab measured lower values making the stall longer (docs/rules.md).
+	kernelFamily
 )
 
 // kind is how a setting's value is written and compared.
@@ -213,8 +217,8 @@ func specs() []spec {
 		{name: collector.TrackWALIOTiming, kind: kindBool, family: observeFamily},
 		// The kernel's own floor for dirty_bytes is two pages; 4MB and 8MB keep write-back from
 		// starting on every few pages, which would make every write synchronous in effect.
-		{name: KnobDirtyBackgroundBytes, kind: kindKernelBytes, family: checkpointFamily, min: 4 * MB, max: 1 << 40, bounds: "4MB..1TB, and below the dirty threshold"},
-		{name: KnobDirtyBytes, kind: kindKernelBytes, family: checkpointFamily, min: 8 * MB, max: 1 << 40, bounds: "8MB..1TB, and above the background threshold"},
+		{name: KnobDirtyBackgroundBytes, kind: kindKernelBytes, family: kernelFamily, min: 4 * MB, max: 1 << 40, bounds: "4MB..1TB, and below the dirty threshold"},
+		{name: KnobDirtyBytes, kind: kindKernelBytes, family: kernelFamily, min: 8 * MB, max: 1 << 40, bounds: "8MB..1TB, and above the background threshold"},
 	}
 }
 

@@ -26,6 +26,9 @@ const (
 	FigureCheckpointSync = "checkpoint_sync_mean_seconds"
 	// FigureDirtyPeak is the highest Dirty+Writeback of the window.
 	FigureDirtyPeak = "dirty_writeback_peak_bytes"
+	// FigureWritebackStall is how long the WAL's flushes stalled behind write-back in the
+	// window, as writeback-stalls-wal measures it (rules.Stall).
+	FigureWritebackStall = "writeback_stall_seconds"
 	// FigureWALRate is WAL written per second: the commit throughput where it is visible. It
 	// depends on the load as much as on the settings, so it is reported and not judged.
 	FigureWALRate = "wal_bytes_per_second"
@@ -49,6 +52,9 @@ type Figures struct {
 	From    time.Time `json:"from"`
 	To      time.Time `json:"to"`
 	Figures []Figure  `json:"figures"`
+	// MustImprove is set for settings a change of which is kept only when a judged figure got
+	// better (the vm.dirty_* knobs): "no worse" is not enough.
+	MustImprove bool `json:"must_improve,omitempty"`
 }
 
 func (f *Figures) get(name string) (Figure, bool) {
@@ -84,6 +90,9 @@ func noiseOf(name string) noise {
 		return noise{floor: 0.25, minSamples: 1}
 	case FigureDirtyPeak:
 		return noise{floor: 16 << 20, minSamples: 3}
+	case FigureWritebackStall:
+		// rules.Thresholds.WritebackStallMin: a stall shorter than that is not a finding either.
+		return noise{floor: 5, minSamples: 3}
 	}
 	return noise{minSamples: 1}
 }
@@ -101,6 +110,8 @@ func figureNames(setting string) []string {
 		return names
 	case checkpointFamily:
 		return []string{FigureCheckpointSync, FigureDirtyPeak, FigureFlushWaitShare}
+	case kernelFamily:
+		return []string{FigureWritebackStall, FigureFlushWaitShare, FigureDirtyPeak}
 	}
 	return nil
 }
@@ -108,7 +119,8 @@ func figureNames(setting string) []string {
 // measure computes a setting's figures over the snapshots of h taken at or after from.
 func measure(h *rules.History, setting string, from time.Time) *Figures {
 	w := h.Since(from)
-	f := &Figures{From: from}
+	sp, _ := specFor(setting)
+	f := &Figures{From: from, MustImprove: sp.family == kernelFamily}
 	if last, ok := w.Latest(); ok {
 		f.To = last.Time
 	}
@@ -157,6 +169,9 @@ func measure(h *rules.History, setting string, from time.Time) *Figures {
 				x.Value, x.Samples = sync/n, n
 			}
 			add(x)
+		case FigureWritebackStall:
+			st := rules.Stall(w, rules.DefaultThresholds())
+			add(Figure{Name: name, Unit: rules.UnitSeconds, Value: st.Seconds, Samples: float64(st.Intervals)})
 		case FigureDirtyPeak:
 			x := Figure{Name: name, Unit: rules.UnitBytes}
 			if peak, _, ok := w.Peak(rules.DirtyWriteback); ok {
@@ -282,6 +297,12 @@ func compare(before, after *Figures, rel float64) verification {
 		}
 	default:
 		v.reason = "no figure moved beyond noise"
+	}
+	if after.MustImprove && !v.worse && !anyBetter {
+		// Kept only when it helped: undecided (after the extended windows) or unchanged is
+		// rolled back like worse.
+		v.worse = true
+		v.reason = "did not help: " + v.reason
 	}
 	return v
 }

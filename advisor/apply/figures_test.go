@@ -43,6 +43,26 @@ func TestCompare(t *testing.T) {
 			}
 		})
 	}
+	// The vm.dirty_* knobs are kept only when they helped: unchanged or undecided rolls back.
+	for _, tc := range []struct {
+		name          string
+		before, after []Figure
+		worse         bool
+		decided       bool
+		reason        string
+	}{
+		{"stall shorter", []Figure{fig(FigureWritebackStall, 20, 10)}, []Figure{fig(FigureWritebackStall, 0, 10)}, false, true, "better"},
+		{"stall unchanged", []Figure{fig(FigureWritebackStall, 20, 10)}, []Figure{fig(FigureWritebackStall, 18, 10)}, true, true, "did not help: no figure moved"},
+		{"stall longer", []Figure{fig(FigureWritebackStall, 10, 10)}, []Figure{fig(FigureWritebackStall, 40, 10)}, true, true, "worse beyond noise"},
+		{"undecided", []Figure{fig(FigureWritebackStall, 20, 1)}, []Figure{fig(FigureWritebackStall, 0, 10)}, true, false, "did not help: not enough data"},
+	} {
+		t.Run("must improve/"+tc.name, func(t *testing.T) {
+			v := compare(&Figures{Figures: tc.before, MustImprove: true}, &Figures{Figures: tc.after, MustImprove: true}, DefaultRegression)
+			if v.worse != tc.worse || v.decided != tc.decided || !strings.Contains(v.reason, tc.reason) {
+				t.Errorf("compare = worse %v decided %v %q; want worse %v decided %v, reason containing %q", v.worse, v.decided, v.reason, tc.worse, tc.decided, tc.reason)
+			}
+		})
+	}
 }
 
 // TestMeasure checks the figures against counters with known rates.
@@ -87,6 +107,16 @@ func TestMeasure(t *testing.T) {
 		}
 	}
 	f = measure(h, KnobDirtyBackgroundBytes, t0)
+	if got, ok := f.get(FigureWritebackStall); !ok || got.Value != 0 || !got.Enough || !got.Judged || !f.MustImprove {
+		t.Errorf("kernel knob: stall = %+v (present %v), must improve %v; want a judged 0 s stall with enough data, must improve", got, ok, f.MustImprove)
+	}
+	if got, _ := f.get(FigureDirtyPeak); got.Value != 11<<20 {
+		t.Errorf("dirty peak = %+v, want 11MB", got)
+	}
+	f = measure(h, collector.CheckpointFlushAfter, t0)
+	if f.MustImprove {
+		t.Errorf("checkpoint_flush_after must improve: only the vm.dirty_* knobs must")
+	}
 	if got, _ := f.get(FigureCheckpointSync); got.Value != 2 || got.Samples != 1 {
 		t.Errorf("checkpoint sync = %+v, want 2 s over 1 checkpoint", got)
 	}

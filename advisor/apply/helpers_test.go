@@ -147,6 +147,8 @@ type world struct {
 	snap     *collector.Snapshot
 	// cost per wal_sync_method: seconds of WAL I/O per MB, and the flush wait share.
 	cost map[string][2]float64
+	// kernel, when set, finishes each snapshot: the kernel's part of the simulated server.
+	kernel func(s *collector.Snapshot)
 }
 
 func newWorld(pg *fakePG) *world {
@@ -188,6 +190,9 @@ func (w *world) tick() {
 				Counts: map[string]int64{collector.EventIOWALWrite: int64(c[1] * 10)}},
 		},
 		Kernel: &collector.Kernel{DirtyBackgroundThresholdBytes: 1 << 30, DirtyThresholdBytes: 2 << 30, VM: collector.VM{DirtyBackgroundRatio: 10, DirtyRatio: 20}},
+	}
+	if w.kernel != nil {
+		w.kernel(&s)
 	}
 	w.snap = &s
 }

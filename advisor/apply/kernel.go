@@ -38,6 +38,14 @@ func twinOf(knob string) string {
 	return ""
 }
 
+// pairOf is the other bytes knob of the pair.
+func pairOf(knob string) string {
+	if knob == KnobDirtyBytes {
+		return KnobDirtyBackgroundBytes
+	}
+	return KnobDirtyBytes
+}
+
 // Kernel changes vm.dirty_*_bytes the way an operator would: writes <procfs>/sys/vm/<knob>,
 // reads it back with its ratio twin, and persists the value in a sysctl.d file written
 // atomically (a temporary file in the same directory, fsync, rename, fsync of the directory),
@@ -168,12 +176,14 @@ func writeHint(err error) error {
 }
 
 // Writable returns nil when the knob, its twin and the sysctl.d file's directory may be
-// written, and otherwise why not.
+// written, and otherwise why not. It checks both bytes knobs and their twins whichever is
+// asked: writeback-stalls-wal recommends them as a pair, and one written without the other
+// would leave the kernel half-changed.
 func (k *Kernel) Writable(_ context.Context, name string) error {
 	if !k.Owns(name) {
 		return fmt.Errorf("the kernel actuator does not change %s", name)
 	}
-	for _, knob := range []string{name, twinOf(name)} {
+	for _, knob := range []string{name, twinOf(name), pairOf(name), twinOf(pairOf(name))} {
 		if err := k.writeCheck(k.path(knob)); err != nil {
 			return fmt.Errorf("cannot write %s: %w", knob, writeHint(err))
 		}

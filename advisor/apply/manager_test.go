@@ -408,20 +408,57 @@ func TestConfigDefaults(t *testing.T) {
 	}
 }
 
+// neighbourStall makes the simulated server stall as writeback-stalls-wal sees it - a
+// neighbour's pile of dirty pages, WAL flushes 100 ms slower, every active backend waiting on
+// WAL I/O - for as long as
+// stalls(knob value) says so, reading the live vm.dirty_background_bytes from the procfs tree.
+func neighbourStall(t *testing.T, root string, stalls func(bg string) bool) func(s *collector.Snapshot) {
+	var slowed float64 // WAL sync time the stall added, cumulative as the counter is
+	return func(s *collector.Snapshot) {
+		defer func() { s.Postgres.WAL.SyncTimeSeconds += slowed }()
+		b, err := os.ReadFile(filepath.Join(root, "sys", "vm", "dirty_background_bytes"))
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if !stalls(strings.TrimSpace(string(b))) {
+			return
+		}
+		slowed += 10 // 100 ms more for each of the tick's 100 flushes
+		s.Kernel.Meminfo.DirtyBytes, s.Kernel.Meminfo.WritebackBytes = 2<<30, 200<<20
+		s.Postgres.WaitEvents = &collector.WaitEvents{Samples: 10, ActiveBackends: 40,
+			Counts: map[string]int64{collector.EventIOWALSync: 20, collector.EventLWLockWALWrite: 20}}
+	}
+}
+
+// writebackFindings are writeback-stalls-wal's pair of sysctl findings (a proven row's values).
+func writebackFindings() []rules.Finding {
+	return []rules.Finding{
+		{Rule: "writeback-stalls-wal", Severity: rules.Warning, Setting: KnobDirtyBackgroundBytes,
+			Current: "0 (ratio 10%)", Recommended: "67108864", Action: rules.ActionSysctl},
+		{Rule: "writeback-stalls-wal", Severity: rules.Warning, Setting: KnobDirtyBytes,
+			Current: "0 (ratio 20%)", Recommended: "268435456", Action: rules.ActionSysctl},
+	}
+}
+
 func TestManagerKernel(t *testing.T) {
 	pg := newFakePG(map[string]string{collector.WALSyncMethod: "fdatasync"}, nil)
 	w := newWorld(pg)
 	root := procfsCopy(t)
+	// The stall goes away once the background threshold is set: the change helped.
+	w.kernel = neighbourStall(t, root, func(bg string) bool { return bg == "0" })
 	sysctlFile := filepath.Join(t.TempDir(), "90-pgwal-advisor.conf")
 	k := NewKernel(root, sysctlFile, nil)
 	m := newTestManager(t, testConfig(t, w, ModeOn), w, pg, k)
-	f := rules.Finding{Rule: "dirty-background-too-large", Severity: rules.Warning, Setting: KnobDirtyBackgroundBytes,
-		Current: "0 (ratio 10%)", Recommended: "67108864", Action: rules.ActionSysctl}
+	f := writebackFindings()[0]
 	w.setFindings(f)
 	runUntil(t, m, w, 40, "verification", func() bool { return hasOutcome(t, m.Journal(), 1, Verified) })
 	recs, _, _ := m.Journal().Read()
 	if old := recs[0].Old; old == nil || old.Value != "0" || old.Twin != "vm.dirty_background_ratio" || old.TwinValue != "10" || old.Persisted != nil {
 		t.Errorf("intent's old value = %+v, want 0 with its ratio twin at 10 and nothing persisted", old)
+	}
+	if v := recordOf(t, m.Journal(), 1, Verified); !strings.Contains(v.Reason, FigureWritebackStall) {
+		t.Errorf("verified by %q, want the stall (%s)", v.Reason, FigureWritebackStall)
 	}
 	if b, _ := os.ReadFile(sysctlFile); !strings.Contains(string(b), "vm.dirty_background_bytes = 67108864") {
 		t.Errorf("sysctl file: %q", b)
@@ -432,26 +469,87 @@ func TestManagerKernel(t *testing.T) {
 	if got := readKnobFile(t, root, "dirty_background_bytes"); got != "0" {
 		t.Errorf("after rollback dirty_background_bytes = %s", got)
 	}
+}
 
-	// A read-only /proc/sys: said once, and the setting stays advice.
-	pg2 := newFakePG(map[string]string{collector.WALSyncMethod: "fdatasync"}, nil)
-	w2 := newWorld(pg2)
-	k2 := NewKernel(procfsCopy(t), sysctlFile, nil)
-	k2.writeCheck = func(string) error {
-		return &os.PathError{Op: "open", Path: "/proc/sys/vm/dirty_background_bytes", Err: syscall.EROFS}
+// A vm.dirty_* change that leaves the stall as it was is rolled back: kept only when it helped.
+func TestManagerKernelDidNotHelp(t *testing.T) {
+	pg := newFakePG(map[string]string{collector.WALSyncMethod: "fdatasync"}, nil)
+	w := newWorld(pg)
+	root := procfsCopy(t)
+	w.kernel = neighbourStall(t, root, func(string) bool { return true })
+	sysctlFile := filepath.Join(t.TempDir(), "90-pgwal-advisor.conf")
+	k := NewKernel(root, sysctlFile, nil)
+	m := newTestManager(t, testConfig(t, w, ModeOn), w, pg, k)
+	w.setFindings(writebackFindings()[0])
+	runUntil(t, m, w, 60, "rollback", func() bool { return hasOutcome(t, m.Journal(), 1, RolledBack) })
+	if r := recordOf(t, m.Journal(), 1, RolledBack); !strings.Contains(r.Reason, "did not help") {
+		t.Errorf("rolled back because %q, want \"did not help\"", r.Reason)
+	}
+	if got := readKnobFile(t, root, "dirty_background_bytes"); got != "0" {
+		t.Errorf("after the rollback dirty_background_bytes = %s, want 0", got)
+	}
+	if got := readKnobFile(t, root, "dirty_background_ratio"); got != "10" {
+		t.Errorf("after the rollback dirty_background_ratio = %s, want 10", got)
+	}
+	if b, _ := os.ReadFile(sysctlFile); strings.Contains(string(b), "vm.dirty_background_bytes") {
+		t.Errorf("the sysctl file still persists the rolled-back value: %q", b)
+	}
+}
+
+// A read-only /proc/sys (a container): one line per knob saying so, both knobs stay advice,
+// nothing is journaled or written, and the procfs tree and the sysctl file are as they were.
+func TestManagerKernelReadOnly(t *testing.T) {
+	pg := newFakePG(map[string]string{collector.WALSyncMethod: "fdatasync"}, nil)
+	w := newWorld(pg)
+	root := procfsCopy(t)
+	sysctlFile := filepath.Join(t.TempDir(), "90-pgwal-advisor.conf")
+	k := NewKernel(root, sysctlFile, nil)
+	k.writeCheck = func(path string) error {
+		return &os.PathError{Op: "open", Path: path, Err: syscall.EROFS}
 	}
 	core, logs := observer.New(zap.InfoLevel)
-	m2, err := New(testConfig(t, w2, ModeOn), w2, []Actuator{pg2, k2}, zap.New(core))
+	m, err := New(testConfig(t, w, ModeOn), w, []Actuator{pg, k}, zap.New(core))
 	if err != nil {
 		t.Fatal(err)
 	}
-	w2.setFindings(f)
-	run(t, m2, w2, 30)
-	if recs, _, _ := m2.Journal().Read(); len(recs) != 0 {
+	w.setFindings(writebackFindings()...)
+	run(t, m, w, 30)
+	if recs, _, _ := m.Journal().Read(); len(recs) != 0 {
 		t.Errorf("changed a kernel setting on a read-only /proc/sys: %+v", recs)
 	}
-	said := logs.FilterMessageSnippet("stays advice").FilterField(zap.String("setting", KnobDirtyBackgroundBytes))
-	if said.Len() != 1 || !strings.Contains(m2.Status().AdvisorOnly[KnobDirtyBackgroundBytes], "read-only") {
-		t.Errorf("read-only /proc/sys said %d times; advisor_only %v", said.Len(), m2.Status().AdvisorOnly)
+	for _, knob := range []string{KnobDirtyBackgroundBytes, KnobDirtyBytes} {
+		said := logs.FilterMessageSnippet("stays advice").FilterField(zap.String("setting", knob))
+		if said.Len() != 1 || !strings.Contains(m.Status().AdvisorOnly[knob], "read-only") {
+			t.Errorf("%s: read-only /proc/sys said %d times; advisor_only %q", knob, said.Len(), m.Status().AdvisorOnly[knob])
+		}
+	}
+	for knob, want := range map[string]string{"dirty_background_bytes": "0", "dirty_bytes": "0", "dirty_background_ratio": "10", "dirty_ratio": "20"} {
+		if got := readKnobFile(t, root, knob); got != want {
+			t.Errorf("%s = %s after a refused change, want %s", knob, got, want)
+		}
+	}
+	if _, err := os.Stat(sysctlFile); !os.IsNotExist(err) {
+		t.Errorf("a sysctl file was written on a read-only /proc/sys: %v", err)
+	}
+
+	// One knob of the pair unwritable: neither is changed (nothing half-applied).
+	pg2 := newFakePG(map[string]string{collector.WALSyncMethod: "fdatasync"}, nil)
+	w2 := newWorld(pg2)
+	root2 := procfsCopy(t)
+	k2 := NewKernel(root2, filepath.Join(t.TempDir(), "90.conf"), nil)
+	k2.writeCheck = func(path string) error {
+		if strings.HasSuffix(path, "dirty_ratio") {
+			return &os.PathError{Op: "open", Path: path, Err: syscall.EROFS}
+		}
+		return nil
+	}
+	m2 := newTestManager(t, testConfig(t, w2, ModeOn), w2, pg2, k2)
+	w2.setFindings(writebackFindings()...)
+	run(t, m2, w2, 30)
+	if recs, _, _ := m2.Journal().Read(); len(recs) != 0 {
+		t.Errorf("changed one knob of the pair while the other was refused: %+v", recs)
+	}
+	if got := readKnobFile(t, root2, "dirty_background_bytes"); got != "0" {
+		t.Errorf("dirty_background_bytes = %s, want it untouched", got)
 	}
 }

@@ -126,7 +126,7 @@ func TestResolveBounds(t *testing.T) {
 		{"negative ratio", nil, "thresholds: {contention_info_share: -0.1}\n", "thresholds.contention_info_share -0.1: below the minimum 0"},
 		{"negative duration threshold", nil, "thresholds: {clear_after: -1m}\n", "thresholds.clear_after -1m0s: below the minimum 0s"},
 		{"not a number", nil, "thresholds: {probe_z: .nan}\n", "thresholds.probe_z NaN: not a number"},
-		{"infinite", nil, "thresholds: {dirty_far_above: .inf}\n", "thresholds.dirty_far_above +Inf: not a number"},
+		{"infinite", nil, "thresholds: {writeback_flush_rise: .inf}\n", "thresholds.writeback_flush_rise +Inf: not a number"},
 		{"floor above max", nil, "thresholds: {wal_buffers_floor: 33554432, wal_buffers_max: 16777216}\n", "thresholds.wal_buffers_floor 33554432 is above thresholds.wal_buffers_max"},
 		{"zero threshold that means at once", nil, "thresholds: {raise_after: 0s}\n", ""},
 		{"the edges", []string{"--interval", "100ms"}, "history: {window: 1s}\nthresholds: {min_improvement: 1, completion_target: 0}\n", ""},
@@ -257,7 +257,7 @@ func TestThresholdKeys(t *testing.T) {
 	keys := thresholdFields()
 	for name, want := range map[string]string{
 		"RaiseAfter": "raise_after", "WALBuffersFloor": "wal_buffers_floor", "ProbeZ": "probe_z",
-		"WALSyncRise": "wal_sync_rise",
+		"WritebackWALShare": "writeback_wal_share",
 	} {
 		if got := snakeCase(name); got != want {
 			t.Errorf("snakeCase(%s) = %s, want %s", name, got, want)

@@ -137,12 +137,14 @@ func Limits() []Limit {
 		{Key: "thresholds.checkpoint_sync_slow", Kind: Duration, Min: 0, Max: dur(time.Hour)},
 		// checkpoint_completion_target's own range (PostgreSQL docs: 0 to 1).
 		{Key: "thresholds.completion_target", Kind: Ratio, Min: 0, Max: 1},
-		{Key: "thresholds.dirty_seconds", Kind: Number, Min: 0, Max: 3600},
-		{Key: "thresholds.dirty_far_above", Kind: Number, Min: 1, Max: 1e3},
-		{Key: "thresholds.dirty_bytes_factor", Kind: Number, Min: 1, Max: 1e3},
-		{Key: "thresholds.dirty_background_min", Kind: Number, Min: 0, Max: 1 << 40},
-		{Key: "thresholds.dirty_background_max", Kind: Number, Min: 0, Max: 1 << 40},
-		{Key: "thresholds.wal_sync_rise", Kind: Number, Min: 1, Max: 1e3},
+		{Key: "thresholds.writeback_pile_min", Kind: Number, Min: 0, Max: 1 << 40},
+		{Key: "thresholds.writeback_pile_seconds", Kind: Number, Min: 0, Max: 3600},
+		{Key: "thresholds.writeback_flush_slow", Kind: Duration, Min: 0, Max: dur(time.Hour)},
+		{Key: "thresholds.writeback_flush_rise", Kind: Number, Min: 1, Max: 1e3},
+		{Key: "thresholds.writeback_wait_share", Kind: Ratio, Min: 0, Max: 1},
+		{Key: "thresholds.writeback_wait_rise", Kind: Ratio, Min: 0, Max: 1},
+		{Key: "thresholds.writeback_wal_share", Kind: Ratio, Min: 0, Max: 1},
+		{Key: "thresholds.writeback_stall_min", Kind: Duration, Min: 0, Max: dur(24 * time.Hour)},
 		{Key: "thresholds.min_wait_samples", Kind: Number, Min: 1, Max: 1e9},
 		{Key: "thresholds.contention_min_active", Kind: Number, Min: 0, Max: 1e5},
 		{Key: "thresholds.contention_info_share", Kind: Ratio, Min: 0, Max: 1},
@@ -260,8 +262,6 @@ func (c Config) check(name func(Limit) string) error {
 	switch {
 	case th.WALBuffersFloor > th.WALBuffersMax:
 		return fmt.Errorf("thresholds.wal_buffers_floor %d is above thresholds.wal_buffers_max %d", th.WALBuffersFloor, th.WALBuffersMax)
-	case th.DirtyBackgroundMin > th.DirtyBackgroundMax:
-		return fmt.Errorf("thresholds.dirty_background_min %d is above thresholds.dirty_background_max %d", th.DirtyBackgroundMin, th.DirtyBackgroundMax)
 	}
 	return nil
 }

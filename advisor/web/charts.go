@@ -89,7 +89,7 @@ func evidenceAnchor(rule string) string {
 		return anchorSync // judged from the probe's latencies
 	case "wal-buffers-small", "wal-lock-contention":
 		return anchorWAL // buffer-full writes and WAL flush waits under load
-	case "dirty-background-too-large":
+	case "writeback-stalls-wal":
 		return anchorDirty
 	case "checkpoint-stalls", "flush-after-disabled":
 		return anchorCheckpoints // checkpoint sync times and what piled up around them

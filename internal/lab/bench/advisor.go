@@ -142,9 +142,12 @@ type AdvisorRound struct {
 
 // PredictionResult is one applied change's predicted figure, measured a round later.
 type PredictionResult struct {
-	Setting string                `json:"setting"`
-	Rule    string                `json:"rule"`
-	Check   rules.PredictionCheck `json:"check"`
+	Setting string `json:"setting"`
+	Rule    string `json:"rule"`
+	// Joint is set on the check of changes applied together (Setting "a + b"): the product of
+	// their predicted factors against the one figure measured with all of them in force.
+	Joint bool                  `json:"joint,omitempty"`
+	Check rules.PredictionCheck `json:"check"`
 }
 
 // AdvisorRun is how the advisor's configuration was reached.
@@ -226,6 +229,11 @@ func (r *runner) advise(ctx context.Context, id string, w watchSpec, start Confi
 			return run, cfg, err
 		}
 		ar := AdvisorRound{Round: round, WindowSeconds: res.WindowSeconds, NotEnoughData: res.NotEnoughData, ProbeSkipped: res.ProbeSkipped}
+		// Changes applied in one round that predict the same figure move it together: each is
+		// checked alone (its prediction is for itself) and, jointly, the product of their
+		// predicted factors (each scales the figure it found), which is what was measured.
+		joint := map[string][]prediction{}
+		var names []string
 		for _, p := range predicted {
 			measured, ok := rules.MeasurePredicted(p.pred.Name, res.History)
 			if !ok {
@@ -235,6 +243,31 @@ func (r *runner) advise(ctx context.Context, id string, w watchSpec, start Confi
 			if chk, ok := rules.CheckPrediction(p.pred, measured); ok {
 				ar.Predictions = append(ar.Predictions, PredictionResult{Setting: p.setting, Rule: p.rule, Check: chk})
 				r.say("%s:   %s (%s): %s", id, p.setting, p.rule, chk)
+			}
+			if _, seen := joint[p.pred.Name]; !seen {
+				names = append(names, p.pred.Name)
+			}
+			joint[p.pred.Name] = append(joint[p.pred.Name], p)
+		}
+		for _, name := range names {
+			ps := joint[name]
+			if len(ps) < 2 {
+				continue
+			}
+			comb := ps[0].pred
+			var settings []string
+			for _, p := range ps {
+				settings = append(settings, p.setting)
+			}
+			for _, p := range ps {
+				if p.pred.Current > 0 {
+					comb.Value *= p.pred.Value / p.pred.Current
+				}
+			}
+			measured, _ := rules.MeasurePredicted(name, res.History)
+			if chk, ok := rules.CheckPrediction(comb, measured); ok {
+				ar.Predictions = append(ar.Predictions, PredictionResult{Setting: strings.Join(settings, " + "), Rule: "together", Joint: true, Check: chk})
+				r.say("%s:   %s together: %s", id, strings.Join(settings, " + "), chk)
 			}
 		}
 		predicted = predicted[:0]

@@ -352,8 +352,9 @@ func writeAdvisor(b *strings.Builder, s *ScenarioResult) {
 	if len(rows) > 0 {
 		b.WriteString("Predicted effect, checked: each applied change's predicted figure (the finding's `.predicted`) against the same figure " +
 			"measured over the next round's window with the change in force (rules.MeasurePredicted; error as rules.CheckPrediction, " +
-			"relative to the larger of the prediction and the predicted change). Changes applied in one round move one figure together, " +
-			"while each prediction is for its own change alone.\n\n")
+			"relative to the larger of the prediction and the predicted change). Changes applied in one round move one figure together " +
+			"while each prediction is for its own change alone, so they are also checked together (\"together\": the product of their " +
+			"predicted factors), and the target scores that.\n\n")
 		table(b, []string{"applied in round", "setting", "rule", "figure", "before", "predicted", "measured", "error"}, rows)
 		b.WriteString("\n")
 	}
@@ -369,7 +370,19 @@ func predictionTarget(s *ScenarioResult) Target {
 	var got []string
 	t.Met = true
 	for _, r := range s.Advisor.Rounds {
+		// Changes applied together are scored together: one figure measured both.
+		together := map[string]bool{}
 		for _, p := range r.Predictions {
+			if p.Joint {
+				for _, set := range strings.Split(p.Setting, " + ") {
+					together[set] = true
+				}
+			}
+		}
+		for _, p := range r.Predictions {
+			if !p.Joint && together[p.Setting] {
+				continue
+			}
 			t.Scored = true
 			t.Met = t.Met && math.Abs(p.Check.Error) <= 0.3
 			got = append(got, fmt.Sprintf("%s %+.0f%%", p.Setting, 100*p.Check.Error))
