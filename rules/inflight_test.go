@@ -79,6 +79,11 @@ func TestInFlightWAL(t *testing.T) {
 	fdatasync := singleInsert(0)
 	fdatasync.settings = with(collector.WALBuffers, "64kB", collector.WALSyncMethod, "fdatasync", collector.SharedBuffers, "256MB")
 
+	// The long INSERT beside a small writer that commits a buffer-full write's worth of WAL
+	// every snapshot: pg_stat_wal counts those, and the long statement is still estimated.
+	beside := singleInsert(0)
+	beside.walBytes, beside.buffersFull = 64*float64(kB), 1
+
 	buffers := wantFinding{collector.WALBuffers, Warning, "16MB"}
 	method := wantFinding{collector.WALSyncMethod, Warning, "fdatasync"}
 	tests := []struct {
@@ -96,6 +101,10 @@ func TestInFlightWAL(t *testing.T) {
 			in:         singleInsert(15).input(slowDiskProbe()),
 			walBuffers: []wantFinding{buffers}, open: []wantFinding{method}, slow: []wantFinding{method},
 			wantBytes: 25 * 30 * float64(mB), wantRate: 25 * 30 * float64(mB) / float64(64*kB) / 300},
+		{name: "single INSERT beside small commits that pg_stat_wal counts: estimated on top of them",
+			in: beside.input(slowDiskProbe()), estimated: true,
+			walBuffers: []wantFinding{buffers}, open: []wantFinding{method}, slow: []wantFinding{method},
+			wantBytes: 20 * 30 * float64(mB), wantRate: 2 * float64(mB) / float64(64*kB)},
 		{name: "idle server, LSN moving slowly", in: idle.input(slowDiskProbe()), wantBytes: 20 * 15 * float64(kB)},
 		{name: "idle server, LSN moving slowly, a backend in IO WALWrite", in: idleWaiting.input(slowDiskProbe()),
 			estimated: true, wantBytes: 20 * 15 * float64(kB), wantRate: float64(kB) / float64(64*kB)},

@@ -55,8 +55,8 @@ func measureBufferWrites(w *History, s settings, method string, probe *probes.Re
 	}
 	stat, lsn := w.Change(WALBytes), w.Change(WALInsertBytes)
 	b.Bytes = max(stat.Delta, lsn.Delta)
-	if full.Delta == 0 && lsn.OK() && lsn.Delta > stat.Delta {
-		estimateBufferWrites(&b, w, s, method, stat, lsn, writes, t)
+	if lsn.OK() && lsn.Delta > stat.Delta {
+		estimateBufferWrites(&b, w, s, method, stat, lsn, full, writes, t)
 	}
 	if on, _ := s.on(collector.TrackWALIOTiming); on {
 		if wt := w.Change(WALWriteSeconds); wt.OK() && wt.Delta > 0 && writes.Delta > 0 {
@@ -81,9 +81,13 @@ func measureBufferWrites(w *History, s settings, method string, probe *probes.Re
 // small wal_buffers, a backend that fills the buffers writes them out itself, each write a
 // synchronous device write, about once per wal_buffers of WAL; that is only believed when the
 // backends are seen doing it, in IO WALWrite for a good share of their active samples. The
-// estimate replaces a count of zero and is dropped as soon as pg_stat_wal counts buffer-full
-// writes again, so the transaction's writes are never counted twice when it commits.
-func estimateBufferWrites(b *bufferWrites, w *History, s settings, method string, stat, lsn, writes Change, t Thresholds) {
+// estimate covers only the WAL pg_stat_wal has not counted (the insert LSN's advance beyond
+// pg_stat_wal's bytes) and is added to the buffer-full writes it did count, so the
+// transaction's writes are never counted twice when it commits, and other sessions'
+// transactions that commit meanwhile (autovacuum, a few small writers beside the long
+// statement) no longer hide the long one: the estimate used to stand only when pg_stat_wal
+// counted no buffer-full write at all in the window, and one small commit ended it.
+func estimateBufferWrites(b *bufferWrites, w *History, s settings, method string, stat, lsn, full, writes Change, t Thresholds) {
 	size, ok := s.bytes(collector.WALBuffers)
 	if !ok || size <= 0 || size >= t.WALBuffersMax || !isOpenMethod(method) || lsn.Seconds <= 0 {
 		return
@@ -96,10 +100,12 @@ func estimateBufferWrites(b *bufferWrites, w *History, s settings, method string
 	// Only the WAL pg_stat_wal has not seen: what it has seen came with its own buffer-full
 	// count, zero here, so commits that merely lag a snapshot behind are not blamed.
 	b.Uncounted = lsn.Delta - stat.Delta
-	full := b.Uncounted / float64(size)
-	b.Rate = full / lsn.Seconds
-	// The writes pg_stat_wal did count (the WAL writer's, other backends') are not these.
-	b.Share = full / (full + max(writes.Delta, 0))
+	est := b.Uncounted / float64(size)
+	counted := max(full.Delta, 0)
+	b.Rate = (counted + est) / lsn.Seconds
+	// The writes pg_stat_wal did count (the WAL writer's, other backends', the counted
+	// buffer-full ones among them) are not the estimated ones.
+	b.Share = min((counted+est)/(est+max(writes.Delta, 0)), 1)
 	b.Estimated = true
 }
 

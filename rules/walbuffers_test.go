@@ -83,15 +83,20 @@ func TestWALBuffersSmall(t *testing.T) {
 			notEnough: true},
 		{name: "16MB, restarted with it 2.5 min ago: judged on that run", in: restarted(at("16MB", "1GB"), 10).input(slowDiskProbe()),
 			want: []wantFinding{{collector.WALBuffers, Warning, "32MB"}}, run: 150},
-		{name: "16MB, shared_buffers 512MB: advice, nothing recommended", in: at("16MB", "512MB").input(slowDiskProbe()),
-			want: []wantFinding{{"", Info, "wal_buffers=32MB only with shared_buffers of at least 1GB"}}},
-		{name: "32MB, shared_buffers 1GB: advice, nothing recommended", in: at("32MB", "1GB").input(slowDiskProbe()),
-			want: []wantFinding{{"", Info, "wal_buffers=64MB only with shared_buffers of at least 2GB"}}},
+		{name: "16MB, shared_buffers 64MB: advice, nothing recommended", in: at("16MB", "64MB").input(slowDiskProbe()),
+			want: []wantFinding{{"", Info, "wal_buffers=32MB only with shared_buffers of at least 128MB"}}},
+		{name: "32MB, shared_buffers 128MB: advice, nothing recommended", in: at("32MB", "128MB").input(slowDiskProbe()),
+			want: []wantFinding{{"", Info, "wal_buffers=64MB only with shared_buffers of at least 256MB"}}},
+		// Seed 001's shared_buffers: the lab measured 64MB faster there (docs/benchmarks.md).
+		{name: "16MB with cost, shared_buffers 256MB: 32MB", in: at("16MB", "256MB").input(slowDiskProbe()),
+			want: []wantFinding{{collector.WALBuffers, Warning, "32MB"}}},
+		{name: "32MB with cost, shared_buffers 256MB: 64MB", in: at("32MB", "256MB").input(slowDiskProbe()),
+			want: []wantFinding{{collector.WALBuffers, Warning, "64MB"}}},
 		{name: "16MB, shared_buffers unknown: advice", in: func() Input {
 			sc := at("16MB", "1GB")
 			delete(sc.settings, collector.SharedBuffers)
 			return sc.input(slowDiskProbe())
-		}(), want: []wantFinding{{"", Info, "wal_buffers=32MB only with shared_buffers of at least 1GB"}}},
+		}(), want: []wantFinding{{"", Info, "wal_buffers=32MB only with shared_buffers of at least 128MB"}}},
 		{name: "16MB under fdatasync: cheap buffer-full writes, nothing", in: func() Input {
 			sc := at("16MB", "2GB")
 			sc.settings[collector.WALSyncMethod] = plain("fdatasync")
@@ -129,7 +134,7 @@ func TestWALBuffersSmall(t *testing.T) {
 				}
 				if next > 16*mB {
 					sb, ok := evidence(f, "shared_buffers_bytes")
-					if !ok || int64(sb)/32 < next {
+					if !ok || int64(sb)/walBuffersShare < next {
 						t.Errorf("stepped to %s with shared_buffers %v (evidence %v)", f.Recommended, sb, ok)
 					}
 				}

@@ -156,7 +156,7 @@ func sizesFor(quick bool) sizes {
 		}
 	}
 	return sizes{
-		latency: 4 * time.Millisecond, window: 35 * time.Second, probeBudget: 5 * time.Second, rounds: 3,
+		latency: 4 * time.Millisecond, window: 35 * time.Second, probeBudget: 5 * time.Second, rounds: 4,
 		s000Secs: 10, s000Runs: 4, s000Methods: durableMethods(),
 		// 2M rows: at 400k the configurations near the best took 0.5-0.8 s with a 37% spread
 		// and were not resolved (docs/benchmarks.md of 2026-12-02). The fast ones run 5 times,
