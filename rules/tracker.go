@@ -58,6 +58,13 @@ func (t *Tracker) Observe(in Input, outcomes []Outcome) []Finding {
 // ObservePending is Observe that also returns the pending findings: measured conditions that
 // hold but have not yet lasted RaiseAfter, with PendingSince and FiresAt, in the same order.
 // An operator watching a slow load sees them ripen instead of "all clear"; nothing acts on them.
+// raiseSlack: evaluations follow snapshots, which a ticker starts and the sampling's duration
+// ends, so their times jitter by a fraction of a second. A finding due to fire RaiseAfter after
+// its first evaluation fires on the evaluation that falls due then, even if that one's clock
+// reads a few milliseconds short, not one interval later (the timing lab in docs/benchmarks.md:
+// first seen at 10 s, RaiseAfter 2 minutes, fired at 145 s instead of 130 s).
+const raiseSlack = time.Second
+
 func (t *Tracker) ObservePending(in Input, outcomes []Outcome) (firing, pending []Finding) {
 	cfg := in.Config
 	if cfg == (Thresholds{}) {
@@ -88,7 +95,7 @@ func (t *Tracker) ObservePending(in Input, outcomes []Outcome) (firing, pending 
 
 	for k, st := range t.states {
 		if seen[k] {
-			if !st.shown && (immediate[k.rule] || st.finding.Severity <= Info || now.Sub(st.firstSeen) >= cfg.RaiseAfter) {
+			if !st.shown && (immediate[k.rule] || st.finding.Severity <= Info || now.Sub(st.firstSeen) >= cfg.RaiseAfter-raiseSlack) {
 				st.shown = true
 			}
 			continue

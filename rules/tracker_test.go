@@ -212,6 +212,23 @@ func TestTrackerPending(t *testing.T) {
 	}
 }
 
+// Evaluation times jitter with the sampling's duration: an evaluation due RaiseAfter after the
+// first one fires even when its clock reads a little short of it.
+func TestTrackerFiresOnTheDueEvaluation(t *testing.T) {
+	cfg := DefaultThresholds()
+	r := scripted("r", false, "WWWWWWWWWWWW")
+	tr := NewTracker([]Rule{r})
+	first := t0().Add(10*time.Second + 40*time.Millisecond) // the first sampling took longer
+	for i := 0; i <= 8; i++ {
+		now := first.Add(time.Duration(i)*15*time.Second - time.Duration(min(i, 1))*40*time.Millisecond)
+		in := Input{Now: now, Config: cfg}
+		firing, _ := tr.ObservePending(in, Run([]Rule{r}, in))
+		if want := i == 8; (len(firing) == 1) != want {
+			t.Errorf("evaluation %d at +%v after the first: firing %v, want %v", i, now.Sub(first), len(firing) == 1, want)
+		}
+	}
+}
+
 // Observe is ObservePending's firing half: what the advisor shows, alerts on and applies.
 func TestObserveReturnsFiringOnly(t *testing.T) {
 	cfg := DefaultThresholds()

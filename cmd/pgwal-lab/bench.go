@@ -33,7 +33,8 @@ apply mode would apply is applied, the best of a small grid search, and what the
 (PGTune, timescaledb-tune) give for this machine, and reports the issue's targets met or missed.
 
 Scenarios: seed000 (one client, TPC-B, each wal_sync_method), seed001 (bulk insert from
-wal_buffers=64kB/open_datasync), seed002 (1-100 clients of single-row INSERT commits, WAL on the
+wal_buffers=64kB/open_datasync), timing (seed 001's statement against the running daemon and a
+check started into it, about 4 minutes), seed002 (1-100 clients of single-row INSERT commits, WAL on the
 disk vs tmpfs), seed003 (16 rate-limited clients across checkpoints, flush-after off), neighbour
 (a bulk writer on the database's file system beside 4 rate-limited clients, over a grid of
 vm.dirty_* and both of the simulated disk's queue models), commit (seed 002's commits under

@@ -34,8 +34,10 @@ import (
 const (
 	Seed000 = "seed000"
 	Seed001 = "seed001"
-	Seed002 = "seed002"
-	Seed003 = "seed003"
+	// Timing001 is seed 001's timing lab: the daemon and check on the seed's statement.
+	Timing001 = "timing"
+	Seed002   = "seed002"
+	Seed003   = "seed003"
 	// Neighbour is a bulk writer beside the database on its file system (issue: commit stalls
 	// from write-back).
 	Neighbour = "neighbour"
@@ -43,7 +45,9 @@ const (
 )
 
 // ScenarioIDs returns every scenario the suite knows, in running order.
-func ScenarioIDs() []string { return []string{Seed000, Seed001, Seed002, Seed003, Neighbour, Commit} }
+func ScenarioIDs() []string {
+	return []string{Seed000, Seed001, Timing001, Seed002, Seed003, Neighbour, Commit}
+}
 
 // Options configure a run of the suite.
 type Options struct {
@@ -280,6 +284,8 @@ func (r *runner) scenario(ctx context.Context, id string) (*ScenarioResult, erro
 		return r.seed000(ctx)
 	case Seed001:
 		return r.seed001(ctx)
+	case Timing001:
+		return r.timingScenario(ctx)
 	case Seed002:
 		return r.seed002(ctx)
 	case Seed003:

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -63,16 +64,18 @@ func TestQuickHarness(t *testing.T) {
 		t.Fatalf("go build: %v: %s", err, out)
 	}
 	t.Setenv("PATH", binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
-	rep, err := Run(ctx, Options{Quick: true, Scenarios: []string{Seed002, Seed001}, Progress: logWriter{t}}, zaptest.NewLogger(t))
+	rep, err := Run(ctx, Options{Quick: true, Scenarios: []string{Seed002, Seed001, Timing001}, Progress: logWriter{t}}, zaptest.NewLogger(t))
 	if errors.Is(err, simdisk.ErrNoFUSE) && os.Getenv("CI") == "" {
 		t.Skip(err)
 	}
 	if err != nil {
 		t.Fatalf("quick suite: %v", err)
 	}
-	if got := len(rep.Scenarios); got != 2 || rep.Scenarios[0].ID != Seed001 || rep.Scenarios[1].ID != Seed002 {
-		t.Fatalf("scenarios = %d, want seed001 then seed002", got)
+	if got := len(rep.Scenarios); got != 3 || rep.Scenarios[0].ID != Seed001 || rep.Scenarios[1].ID != Timing001 || rep.Scenarios[2].ID != Seed002 {
+		t.Fatalf("scenarios = %d, want seed001, timing, seed002", got)
 	}
+	timing := rep.Scenarios[1]
+	rep.Scenarios = slices.Delete(rep.Scenarios, 1, 2)
 	for _, s := range rep.Scenarios {
 		if s.Error != "" {
 			t.Errorf("%s: %s", s.ID, s.Error)
@@ -103,8 +106,8 @@ func TestQuickHarness(t *testing.T) {
 	if n := len(s1.Configs); n < 5 {
 		t.Errorf("seed001 measured %d configurations, want at least 5", n)
 	}
-	if tm := s1.Timing; tm == nil {
-		t.Error("seed001: no timing lab")
+	if tm := timing.Timing; tm == nil || timing.Error != "" {
+		t.Errorf("timing: no timing lab (%s)", timing.Error)
 	} else {
 		if tm.CheckError != "" || tm.StatementSeconds <= 0 || tm.Rows != sizesFor(true).s001TimingRows {
 			t.Errorf("seed001 timing lab: check error %q, statement %.1f s, %d rows", tm.CheckError, tm.StatementSeconds, tm.Rows)
@@ -129,6 +132,7 @@ func TestQuickHarness(t *testing.T) {
 		}
 	}
 
+	rep.Scenarios = append(rep.Scenarios, timing)
 	var md, js bytes.Buffer
 	if err := WriteMarkdown(&md, rep); err != nil {
 		t.Fatal(err)

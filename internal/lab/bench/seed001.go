@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"time"
 
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab"
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab/simdisk"
@@ -41,19 +40,6 @@ func (r *runner) seed001(ctx context.Context) (res *ScenarioResult, err error) {
 	probe, err := probeDir(disk.Mountpoint())
 	if err != nil {
 		return res, err
-	}
-
-	// The timing lab: how soon the running daemon and check see the seed's single statement.
-	if r.sz.s001TimingRows > 0 {
-		// Watched until RaiseAfter and a minute have passed: the target is firing within
-		// RaiseAfter + 20 s.
-		tm, err := r.timing(ctx, c, filepath.Join(disk.Mountpoint(), "wal"), probe, timingSpec{rows: r.sz.s001TimingRows,
-			headStart: r.sz.s001HeadStart, checkAfter: 5 * time.Second, window: 40 * time.Second, watch: r.sz.s001TimingWatch})
-		res.Timing = tm
-		if err != nil {
-			return res, err
-		}
-		res.Targets = append(res.Targets, timingTargets(tm)...)
 	}
 
 	// The advisor watches the seed's own shape: one INSERT ... SELECT generate_series, never

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab"
+	"github.com/pgwal-advisor/pgwal-advisor/internal/lab/simdisk"
 	"github.com/pgwal-advisor/pgwal-advisor/rules"
 )
 
@@ -350,4 +351,47 @@ func secondsOrNever(s float64) string {
 		return "never"
 	}
 	return fmt.Sprintf("%.1f s", s)
+}
+
+// timingScenario is seed 001's timing lab on its own: the seed's starting configuration on the
+// simulated disk, the daemon running, one INSERT of the seed's statement (issue 10's targets:
+// pending within 20 s, firing within RaiseAfter + 20 s, check started 5 s in recommends both).
+func (r *runner) timingScenario(ctx context.Context) (res *ScenarioResult, err error) {
+	res = &ScenarioResult{
+		ID:    Timing001,
+		Title: "Seed 001 timing: how soon the daemon and check see the single INSERT",
+		Workload: fmt.Sprintf("INSERT INTO timing_load (id) SELECT generate_series(1, %d), one statement, from wal_buffers=64kB and "+
+			"wal_sync_method=open_datasync; WAL on the simulated disk (%v per sync); the daemon's /api/v1/findings polled every 0.5 s",
+			r.sz.s001TimingRows, r.sz.latency),
+		Base:   map[string]string{"shared_buffers": "256MB"},
+		Metric: "seconds",
+	}
+	eq := &equipment{logger: r.logger}
+	defer func() {
+		if cerr := eq.close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	disk, err := eq.disk(ctx, simdisk.Options{Latency: r.sz.latency})
+	if err != nil {
+		return res, err
+	}
+	walDir := filepath.Join(disk.Mountpoint(), "wal")
+	c, err := eq.cluster(ctx, lab.ClusterOptions{WALDir: walDir,
+		Settings: merged(res.Base, map[string]string{"wal_buffers": "64kB", "wal_sync_method": "open_datasync"})})
+	if err != nil {
+		return res, err
+	}
+	probe, err := probeDir(disk.Mountpoint())
+	if err != nil {
+		return res, err
+	}
+	tm, err := r.timing(ctx, c, walDir, probe, timingSpec{rows: r.sz.s001TimingRows, headStart: r.sz.s001HeadStart,
+		checkAfter: 5 * time.Second, window: 40 * time.Second, watch: r.sz.s001TimingWatch})
+	res.Timing = tm
+	if err != nil {
+		return res, err
+	}
+	res.Targets = timingTargets(tm)
+	return res, nil
 }
