@@ -363,8 +363,9 @@ func hurtsBulk(r *probes.Report, current, candidate string, t Thresholds) bool {
 // open-sync-with-small-buffers: with open_datasync or open_sync every WAL write is a
 // synchronous device write, including the ones a backend makes because the WAL buffers are
 // full (docs: wal-configuration, wal_buffers and wal_sync_method; pg_stat_wal.wal_buffers_full).
-// Seed 001: 130 s with open_datasync at 64kB vs 5.5 s with fdatasync; the lab at 4 ms: 140 s vs
-// 2.55 s. fdatasync writes buffer-full pages into the page cache and syncs once per flush.
+// Seed 001: 130 s with open_datasync at 64kB vs 5.5 s with fdatasync; the lab's 2M-row INSERT on
+// the 4 ms disk: 135 s vs 6.70 s (docs/benchmarks.md, seed 001 table). fdatasync writes
+// buffer-full pages into the page cache and syncs once per flush.
 func openSyncWithSmallBuffers() Rule {
 	return Rule{
 		ID:       "open-sync-with-small-buffers",
@@ -373,13 +374,13 @@ func openSyncWithSmallBuffers() Rule {
 		Settings: []string{collector.WALSyncMethod},
 		Rationale: "With open_datasync or open_sync every WAL write is synchronous, including the writes " +
 			"backends make because the WAL buffers are full; with fdatasync those are page-cache writes and " +
-			"the device is synced once per flush. Seed 001's bulk insert took 130 s instead of 5.5 s (lab: " +
-			"140 s vs 2.55 s).",
+			"the device is synced once per flush. Seed 001's bulk insert took 130 s instead of 5.5 s (the lab's " +
+			"2M-row INSERT on a 4 ms disk: 135 s vs 6.70 s, docs/benchmarks.md, seed 001 table).",
 		Sources: []string{
 			pgDocs + "runtime-config-wal.html#GUC-WAL-SYNC-METHOD",
 			pgDocs + "wal-configuration.html",
 			pgDocs + "monitoring-stats.html#MONITORING-PG-STAT-WAL-VIEW",
-			"seed 001", "docs/benchmarks.md, seed 001 table",
+			"seed 001", "docs/benchmarks.md, seed 001 table (135 s at 64kB open_datasync, 6.70 s with fdatasync)",
 		},
 		Eval: withDefaults(evalOpenSyncWithSmallBuffers),
 	}
@@ -462,7 +463,7 @@ func evalOpenSyncWithSmallBuffers(in Input) Result {
 		}, b.estimateEvidence()...),
 		ExpectedEffect: fmt.Sprintf("Buffer-full writes go to the page cache and the device is synced once per "+
 			"flush: about %.2f s of synchronous writes per second go away (seed 001: 130 s -> 5.5 s at 64kB; "+
-			"lab: 140 s -> 2.55 s).", cost),
+			"lab, 2M rows: 135 s -> 6.70 s, docs/benchmarks.md, seed 001 table).", cost),
 		// At most this much: the buffer-full writes still cost a page-cache write each.
 		Prediction: &Prediction{
 			SavedSecondsPerSecond: cost,

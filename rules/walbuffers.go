@@ -14,10 +14,11 @@ import (
 // so the rule weighs what those writes cost, never their count alone: measured WAL write time
 // (track_wal_io_timing), the probes' cost of one write under the configured method, and the
 // share of active backends waiting on WAL buffer replacement (WALBufMapping) or on WAL writes
-// attributable to buffer-full writes. docs/benchmarks.md, seed 001 table (400k rows): at 64kB -> 1MB -> 16MB
-// the bulk insert took 27.2 -> 10.3 -> 0.73 s with open_datasync and 1.47 -> 1.28 -> 0.72 s with
-// fdatasync (64MB: 0.67 s), which is why the recommendation jumps to at least 16MB - PostgreSQL's own automatic
-// size on any shared_buffers of 512MB or more, one WAL segment - and doubles beyond, up to 64MB.
+// attributable to buffer-full writes. docs/benchmarks.md, seed 001 table (2M rows): at 64kB -> 1MB -> 16MB
+// the INSERT took 135 -> 51.1 -> 3.76 s with open_datasync and 6.70 -> 6.32 -> 3.45 s with
+// fdatasync (64MB: 2.87 and 2.95 s), which is why the recommendation jumps to at least 16MB -
+// PostgreSQL's own automatic size on any shared_buffers of 512MB or more, one WAL segment - and
+// doubles beyond, up to 64MB.
 //
 // Beyond 16MB the rule steps one doubling at a time (32MB, then 64MB, never more), and only on
 // evidence gathered at the current size: wal_buffers takes a restart, so the window is cut to
@@ -50,7 +51,7 @@ func walBuffersSmall() Rule {
 			pgDocs + "monitoring-stats.html#MONITORING-PG-STAT-WAL-VIEW",
 			pgDocs + "monitoring-stats.html#WAIT-EVENT-LWLOCK-TABLE",
 			"seed 001 (64kB -> 16MB: 130 s -> 4.6 s)", "seed 003 (64kB -> 1MB raised pgbench tps)",
-			"docs/benchmarks.md, seed 001 table",
+			"docs/benchmarks.md, seed 001 table (3.76 s at 16MB, 2.87 s at 64MB, open_datasync)",
 		},
 		Eval: withDefaults(evalWALBuffersSmall),
 	}
@@ -205,8 +206,8 @@ func evalWALBuffersSmall(in Input) Result {
 			cv, b.Rate, pct(b.Share), b.estimateNote(), why, pending),
 		Evidence: evidence,
 		ExpectedEffect: "Fewer, larger WAL writes, more of them done by the WAL writer instead of the " +
-			"backends (lab, seed 001 bulk insert at 64kB -> 16MB: 140 s -> 6.3 s with open_datasync, " +
-			"2.55 s -> 1.71 s with fdatasync). Costs " + humanBytes(float64(next-cur)) + " more shared memory.",
+			"backends (lab, seed 001's 2M-row INSERT at 64kB -> 16MB -> 64MB: 135 -> 3.76 -> 2.87 s with open_datasync, " +
+			"6.70 -> 3.45 -> 2.95 s with fdatasync; docs/benchmarks.md, seed 001 table). Costs " + humanBytes(float64(next-cur)) + " more shared memory.",
 		Predicted: predicted,
 	})
 }

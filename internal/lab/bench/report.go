@@ -445,6 +445,9 @@ func num(v float64) string {
 		return strconv.FormatFloat(v, 'f', 0, 64)
 	case v >= 10:
 		return strconv.FormatFloat(v, 'f', 1, 64)
+	case v != 0 && math.Abs(v) < 0.1:
+		// Small figures (seconds per MB, rates) keep three significant digits.
+		return strconv.FormatFloat(v, 'g', 3, 64)
 	}
 	return strconv.FormatFloat(v, 'f', 2, 64)
 }
