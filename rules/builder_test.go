@@ -108,6 +108,7 @@ type scenario struct {
 	// Per step increments of pg_stat_wal.
 	walBytes, buffersFull, writes, syncs float64
 	writeSec, syncSec                    float64
+	records                              float64 // WAL records
 	// insertLSN is the per step advance of pg_current_wal_insert_lsn(); 0 leaves it unread,
 	// as on a standby.
 	insertLSN float64
@@ -191,7 +192,7 @@ func (sc scenario) history() *History {
 		}
 		if !sc.noWAL {
 			pg.WAL = &collector.WALStats{
-				Bytes: int64(base + f*sc.walBytes), BuffersFull: int64(base + f*sc.buffersFull),
+				Records: int64(base + f*sc.records), Bytes: int64(base + f*sc.walBytes), BuffersFull: int64(base + f*sc.buffersFull),
 				Writes: int64(base + f*sc.writes), Syncs: int64(base + f*sc.syncs),
 				WriteTimeSeconds: base + f*sc.writeSec, SyncTimeSeconds: base + walSyncSec,
 				StatsReset: sc.statsReset,

@@ -36,6 +36,9 @@ const (
 	PredictCheckpointWrite = "checkpoint_write_mean_seconds"
 	// PredictCheckpointRate is completed checkpoints per second.
 	PredictCheckpointRate = "checkpoints_per_second"
+	// PredictWALRecordRate is WAL records per second: for a fixed mix of transactions it moves
+	// with their commits (wal-lock-contention).
+	PredictWALRecordRate = "wal_records_per_second"
 )
 
 // walWaitEvents are the wait events PredictWALWait counts.
@@ -86,6 +89,12 @@ func MeasurePredicted(name string, h *History) (float64, bool) {
 			return 0, false
 		}
 		return secs / n, true
+	case PredictWALRecordRate:
+		c := h.Change(WALRecords)
+		if !c.OK() || c.Seconds <= 0 {
+			return 0, false
+		}
+		return c.Rate(), true
 	case PredictCheckpointRate:
 		timed, req := h.Change(CheckpointsTimed), h.Change(CheckpointsRequested)
 		if !timed.OK() || !req.OK() || timed.Seconds <= 0 {

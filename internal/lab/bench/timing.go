@@ -189,7 +189,7 @@ func (r *runner) timing(ctx context.Context, c *lab.Cluster, walDir, probeDir st
 		d.stop()
 		return nil, fmt.Errorf("timing lab: the daemon did not get ready: %w\n%s", err, d.logs.String())
 	}
-	r.say("%s: timing lab: the daemon runs; the statement starts in %v", Seed001, headStart)
+	r.say("%s: the daemon runs; the statement starts in %v", Timing001, headStart)
 	if err := lab.Sleep(ctx, headStart); err != nil {
 		return nil, err
 	}
@@ -247,7 +247,7 @@ func (r *runner) timing(ctx context.Context, c *lab.Cluster, walDir, probeDir st
 		case stmtErr = <-stmtDone:
 			running = false
 			tm.Completed = stmtErr == nil
-			r.say("%s: timing lab: the statement ended after %.1f s", Seed001, tm.StatementSeconds)
+			r.say("%s: the statement ended after %.1f s", Timing001, tm.StatementSeconds)
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-time.After(500 * time.Millisecond):
@@ -265,14 +265,14 @@ func (r *runner) timing(ctx context.Context, c *lab.Cluster, walDir, probeDir st
 			if s == nil {
 				s = &TimingSeen{Setting: f.Setting, Rule: f.Rule, Recommended: f.Recommended, PendingSeconds: -1, FiringSeconds: -1}
 				seen[f.Setting] = s
-				r.say("%s: timing lab: %.1f s: %s %s %s -> %s", Seed001, at, f.State, f.Rule, f.Setting, f.Recommended)
+				r.say("%s: %.1f s: %s %s %s -> %s", Timing001, at, f.State, f.Rule, f.Setting, f.Recommended)
 			}
 			if s.PendingSeconds < 0 && (f.State == rules.StatePending || f.State == rules.StateFiring) {
 				s.PendingSeconds = at
 			}
 			if s.FiringSeconds < 0 && f.State == rules.StateFiring {
 				s.FiringSeconds = at
-				r.say("%s: timing lab: %.1f s: firing %s %s", Seed001, at, f.Rule, f.Setting)
+				r.say("%s: %.1f s: firing %s %s", Timing001, at, f.Rule, f.Setting)
 			}
 		}
 		if firing(seen, timingSettings) {
