@@ -71,9 +71,12 @@ demo: deps build
 bench-probe:
 	$(GO) run ./internal/lab/benchprobe $(BENCHPROBE_FLAGS)
 
-# bench is the seed benchmark suite (as root, about 25 minutes): each seed's scenario on the
-# simulated disk, comparing the starting, the advisor's, the best grid and the static tuners'
-# configurations. It rewrites docs/benchmarks.md with the tables it measured.
+# bench is the seed benchmark suite (as root, about 80 minutes: the neighbour grid alone takes
+# about 35, the commit grid 15): each seed's scenario on the simulated disk, comparing the
+# starting, the advisor's, the best grid and the static tuners' configurations. It rewrites
+# docs/benchmarks.md with the tables it measured, keeping its hand-written prose. To run it in
+# parts on a quiet machine: pgwal-lab bench --scenario ... --format json > part.json for each
+# part, then pgwal-lab bench --report part1.json,part2.json --out docs/benchmarks.md.
 bench: deps build
 	$(LAB) bench --out docs/benchmarks.md
 

@@ -227,7 +227,8 @@ func DefaultThresholds() Thresholds {
 		// Chosen, not yet measured on a grid (docs/rules.md, writeback-stalls-wal): 64MB is the
 		// smallest background threshold the folklore sets (tuned, EDB); two seconds of device
 		// writes is twice the queue a 1 s flush budget allows; 50 ms per flush is 12x the lab's
-		// 4 ms device; the issue 11 stall was 10 s at the defaults, so 5 s is half of it.
+		// 4 ms device; 5 s is well under the neighbour stall (45.5 s at the defaults;
+		// docs/benchmarks.md, neighbour table).
 		WritebackPileMin:     64 << 20,
 		WritebackPileSeconds: 2,
 		WritebackFlushSlow:   50 * time.Millisecond,

@@ -16,14 +16,15 @@ import (
 // write-back queued there: a backup, a COPY ... TO file, logs, another database, PostgreSQL's
 // own checkpoints. The kernel starts that write-back at vm.dirty_background_* and throttles
 // writers at vm.dirty_* (kernel doc admin-guide/sysctl/vm), so with the default ratios of a
-// large memory several GB can be queued ahead of one commit. The lab reproduced it (issue 11:
-// data and WAL on ext4 on a loop device over the simulated 80 MB/s disk, pgbench -R 200 and a
-// 3 GB dd into the same file system: commits stalled about 10 s at the kernel's defaults, about
-// 40 s at 64MB/256MB). The rule names the cause - WAL flushes slow or waited on while
-// Dirty+Writeback is large and the WAL is not what fills it - and advises what removes the
-// queue: the WAL on a device of its own, or the writer throttled. Lowering vm.dirty_* is
-// recommended only for a device shape whose row in ProvenDirtyRows a benchmark proved; the
-// folklore values made the lab's stall four times longer.
+// large memory several GB can be queued ahead of one commit. The lab reproduced it
+// (docs/benchmarks.md, neighbour table: data and WAL on ext4 on a loop device over the simulated
+// 80 MB/s disk, pgbench -R 200 and a 3000 MB writer into the same file system): 45.5 stall seconds
+// at the kernel's defaults, 53.5 at tuned's 64MB/512MB, 54.5 at 64MB/256MB and 16MB/64MB, 50.0 at
+// ratio 20/40 - no vm.dirty_* point shorter - and 0 with the writer limited to 40 MB/s. The rule
+// names the cause - WAL flushes slow or waited on while Dirty+Writeback is large and the WAL is
+// not what fills it - and advises what removes the queue: the WAL on a device of its own, or the
+// writer throttled. Lowering vm.dirty_* is recommended only for a device shape whose row in
+// ProvenDirtyRows a benchmark proved; none is.
 func writebackStallsWAL(rows []DirtyRow) Rule {
 	return Rule{
 		ID:       "writeback-stalls-wal",
@@ -41,7 +42,7 @@ func writebackStallsWAL(rows []DirtyRow) Rule {
 			"https://docs.kernel.org/admin-guide/cgroup-v2.html#io (io.max)",
 			pgDocs + "wal-configuration.html",
 			pgDocs + "monitoring-stats.html#MONITORING-PG-STAT-WAL-VIEW",
-			"issue 11 (neighbour writer on the WAL's file system: ~10 s stall at the defaults, ~40 s at 64MB/256MB)",
+			"docs/benchmarks.md, neighbour table (45.5 stall seconds at the defaults, 53.5 at 64MB/512MB, 54.5 at 64MB/256MB, 0.00 with the writer limited to 40 MB/s)",
 			"seed 003",
 		},
 		Eval: withDefaults(func(in Input) Result { return evalWritebackStallsWAL(in, rows) }),

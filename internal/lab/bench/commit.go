@@ -59,7 +59,7 @@ func (d CommitDevice) gain(cfg, clients int) commitGain {
 	return g
 }
 
-// commit is issue 11's commit grid: does commit_delay pay anywhere on the lab's devices?
+// commit is the commit grid: does commit_delay pay anywhere on the lab's devices?
 // Every cell runs rounds times, interleaved: each round visits every grid point (the order
 // reversed from one round to the next) and, per point, every number of clients.
 func (r *runner) commit(ctx context.Context) (res *ScenarioResult, err error) {

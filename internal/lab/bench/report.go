@@ -360,7 +360,7 @@ func writeAdvisor(b *strings.Builder, s *ScenarioResult) {
 	}
 }
 
-// predictionTarget is issue 10's: the prediction error of the applied changes within 30%.
+// predictionTarget: the prediction error of the applied changes within 30%.
 func predictionTarget(s *ScenarioResult) Target {
 	t := Target{Name: "prediction error of the applied changes within 30%", Want: "|error| <= 30% for every checked prediction"}
 	if s.Advisor == nil {

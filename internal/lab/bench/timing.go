@@ -306,7 +306,7 @@ func firing(seen map[string]*TimingSeen, settings []string) bool {
 	return true
 }
 
-// timingTargets are issue 10's: first pending within 20 s of the statement's start, firing
+// timingTargets are the timing lab's targets: first pending within 20 s of the statement's start, firing
 // within RaiseAfter + 20 s, and `check` started into the statement recommending both.
 func timingTargets(tm *Timing) []Target {
 	pending := Target{Name: "timing: first pending finding for wal_sync_method and wal_buffers within 20 s of the statement's start", Want: "<= 20 s"}
@@ -354,7 +354,7 @@ func secondsOrNever(s float64) string {
 }
 
 // timingScenario is seed 001's timing lab on its own: the seed's starting configuration on the
-// simulated disk, the daemon running, one INSERT of the seed's statement (issue 10's targets:
+// simulated disk, the daemon running, one INSERT of the seed's statement (the targets:
 // pending within 20 s, firing within RaiseAfter + 20 s, check started 5 s in recommends both).
 func (r *runner) timingScenario(ctx context.Context) (res *ScenarioResult, err error) {
 	res = &ScenarioResult{
