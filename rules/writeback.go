@@ -270,6 +270,18 @@ func stallFacts(h *History, t Thresholds, timing bool) StallFacts {
 	}
 	basePer, hasBasePer := lowQuartile(pers)
 	baseShare, hasBaseShare := lowQuartile(shares)
+	var walRates []float64
+	for _, iv := range ivs {
+		if iv.secs > 0 {
+			walRates = append(walRates, iv.walBytes/iv.secs)
+		}
+	}
+	medianWAL := 0.0
+	if len(walRates) > 0 {
+		s := slices.Clone(walRates)
+		sort.Float64s(s)
+		medianWAL = s[len(s)/2]
+	}
 	slow := t.WritebackFlushSlow.Seconds()
 
 	var dIO, dFl, oIO, oFl float64
@@ -303,7 +315,13 @@ func stallFacts(h *History, t Thresholds, timing bool) StallFacts {
 		// case: a load that is flush-bound all the time waits as much outside a stall as in it
 		// (the live test's pgbench -R 200 on the 1 ms device: 75% of active samples), and a few
 		// samples per interval move it by a quarter by chance, so only a rise tells a stall.
-		if s, ok := iv.share(); ok && !timing && hasBaseShare && s >= t.WritebackWaitShare && s >= baseShare+t.WritebackWaitRise {
+		// And a rise in waits alone is noise unless the commits behind them stopped: in a stall
+		// the WAL barely grows (the live test: a few kB/s against 200 kB/s outside), while a
+		// flush-bound single client on a 4 ms device jitters between 75% and 100% of its
+		// samples with its WAL rate steady (the seed 000 benchmark, timing off, raised the
+		// rule on that before this condition).
+		if s, ok := iv.share(); ok && !timing && hasBaseShare && s >= t.WritebackWaitShare && s >= baseShare+t.WritebackWaitRise &&
+			medianWAL > 0 && iv.walBytes/iv.secs <= medianWAL/2 {
 			symptom = true
 		}
 		large := iv.hasPile && iv.pile >= float64(t.WritebackPileMin)

@@ -49,7 +49,7 @@ func writeHeader(b *strings.Builder, rep *Report) {
 		// A merged report: each part of the suite ran on its own, on a machine otherwise quiet.
 		b.WriteString("- Measured in parts (`pgwal-lab bench --report` merged their JSON reports):\n")
 		for _, r := range rep.Runs {
-			fmt.Fprintf(b, "  - %s: measured %s, %s suite, %s; `%s`; load average before / after %s / %s.\n", strings.Join(r.Scenarios, ", "),
+			fmt.Fprintf(b, "  - %s: measured %s, %s sizes, %s; `%s`; load average before / after %s / %s.\n", strings.Join(r.Scenarios, ", "),
 				r.Started.UTC().Format("2006-01-02 15:04 MST"), r.Mode, (time.Duration(r.DurationSeconds) * time.Second).String(), r.Command,
 				r.LoadAverageBefore, r.LoadAverageAfter)
 		}
