@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab"
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab/simdisk"
@@ -106,4 +109,64 @@ func checkpoint(ctx context.Context, c *lab.Cluster) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	return c.Exec(ctx, "CHECKPOINT")
+}
+
+// loopStack is the device of seed 003 and the neighbour scenario: ext4 on a loop device over a
+// simulated disk, and a cluster with its data and WAL there, initialised by pgbench -i.
+type loopStack struct {
+	disk  *simdisk.Disk
+	mnt   string // where the ext4 file system is mounted
+	c     *lab.Cluster
+	probe string // the probes' directory on the file system
+	// note is for the report when the loop device fell back to buffered I/O; "" when not.
+	note string
+}
+
+// loopStack sets up a loopStack of size bytes with a cluster of settings at pgbench scale. The
+// disk runs at full speed while it is set up (mkfs and pgbench -i are not what is measured),
+// and at opts' bandwidth and latency once it returns, after a CHECKPOINT and sync(2).
+func (r *runner) loopStack(ctx context.Context, eq *equipment, scenario string, opts simdisk.Options, size int64,
+	settings map[string]string, scale int) (*loopStack, error) {
+	for _, tool := range []string{"losetup", "mkfs.ext4"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return nil, fmt.Errorf("%s's loop-device stack needs %s: %w", scenario, tool, err)
+		}
+	}
+	disk, err := eq.disk(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	disk.SetBandwidth(0)
+	disk.SetLatency(0)
+	mnt, err := eq.dir("", "ext4-")
+	if err != nil {
+		return nil, err
+	}
+	r.say("%s: ext4 on a loop device over the simulated disk (%s)", scenario, humanBytes(float64(size)))
+	loop, err := simdisk.MountLoopExt4(ctx, disk.Mountpoint(), size, mnt)
+	if err != nil {
+		return nil, err
+	}
+	eq.push(loop.Close)
+	st := &loopStack{disk: disk, mnt: mnt}
+	if !loop.DirectIO {
+		st.note = "The loop device fell back to buffered I/O on its backing file."
+	}
+	if st.c, err = eq.cluster(ctx, lab.ClusterOptions{BaseDir: mnt, WALDir: filepath.Join(mnt, "wal"), Settings: settings}); err != nil {
+		return nil, err
+	}
+	if st.probe, err = probeDir(mnt); err != nil {
+		return nil, err
+	}
+	r.say("%s: pgbench -i -s %d", scenario, scale)
+	if _, err := runPgbench(ctx, st.c, "-i", "-q", "-I", "dtGvp", "-s", strconv.Itoa(scale)); err != nil {
+		return nil, err
+	}
+	if err := checkpoint(ctx, st.c); err != nil {
+		return nil, err
+	}
+	unix.Sync()
+	disk.SetBandwidth(opts.BandwidthBytesPerSec)
+	disk.SetLatency(opts.Latency)
+	return st, nil
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -147,62 +146,27 @@ func (r *runner) neighbour(ctx context.Context) (res *ScenarioResult, err error)
 			"track_wal_io_timing": "on"},
 		Metric: "stall seconds", HigherIsBetter: false, Runs: rounds,
 	}
-	for _, tool := range []string{"losetup", "mkfs.ext4"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			return res, fmt.Errorf("the neighbour scenario's loop-device stack needs %s: %w", tool, err)
-		}
-	}
 	eq := &equipment{logger: r.logger}
 	defer func() {
 		if cerr := eq.close(); cerr != nil && err == nil {
 			err = cerr
 		}
 	}()
-	disk, err := eq.disk(ctx, simdisk.Options{Latency: nbLatency, BandwidthBytesPerSec: nbBandwidth})
-	if err != nil {
-		return res, err
-	}
-	disk.SetBandwidth(0)
-	disk.SetLatency(0)
-	mnt, err := eq.dir("", "ext4-")
-	if err != nil {
-		return res, err
-	}
 	// Room for the bulk writer's file, the log, the cluster and its WAL.
 	size := (int64(writerMB)*1_000_000 + 3<<30 + 1<<30 - 1) / (1 << 30) * (1 << 30)
-	r.say("%s: ext4 on a loop device over the simulated disk (%s)", Neighbour, humanBytes(float64(size)))
-	loop, err := simdisk.MountLoopExt4(ctx, disk.Mountpoint(), size, mnt)
+	start := Config{Name: "start", Durable: true, Settings: map[string]string{}}
+	st, err := r.loopStack(ctx, eq, Neighbour, simdisk.Options{Latency: nbLatency, BandwidthBytesPerSec: nbBandwidth}, size, res.Base, r.sz.nbScale)
 	if err != nil {
 		return res, err
 	}
-	eq.push(loop.Close)
-	if !loop.DirectIO {
-		res.Notes = append(res.Notes, "The loop device fell back to buffered I/O on its backing file.")
+	if st.note != "" {
+		res.Notes = append(res.Notes, st.note)
 	}
-	writers := filepath.Join(mnt, "neighbour")
+	disk, c, probe := st.disk, st.c, st.probe
+	writers := filepath.Join(st.mnt, "neighbour")
 	if err := os.Mkdir(writers, 0o755); err != nil {
 		return res, fmt.Errorf("make the writers' directory: %w", err)
 	}
-
-	start := Config{Name: "start", Durable: true, Settings: map[string]string{}}
-	c, err := eq.cluster(ctx, lab.ClusterOptions{BaseDir: mnt, WALDir: filepath.Join(mnt, "wal"), Settings: res.Base})
-	if err != nil {
-		return res, err
-	}
-	probe, err := probeDir(mnt)
-	if err != nil {
-		return res, err
-	}
-	r.say("%s: pgbench -i -s %d", Neighbour, r.sz.nbScale)
-	if _, err := runPgbench(ctx, c, "-i", "-q", "-I", "dtGvp", "-s", strconv.Itoa(r.sz.nbScale)); err != nil {
-		return res, err
-	}
-	if err := checkpoint(ctx, c); err != nil {
-		return res, err
-	}
-	unix.Sync()
-	disk.SetBandwidth(nbBandwidth)
-	disk.SetLatency(nbLatency)
 
 	nb := &nbRig{r: r, c: c, disk: disk, dir: writers, writerMB: writerMB}
 	rateArgs := []string{"-n", "-c", strconv.Itoa(nbClients), "-j", "2", "-R", strconv.Itoa(nbRate)}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -42,61 +41,26 @@ func (r *runner) seed003(ctx context.Context) (res *ScenarioResult, err error) {
 		// The figure configurations are ranked by; the target is on the worst second.
 		Metric: "worst second / median", HigherIsBetter: true, Runs: 1,
 	}
-	for _, tool := range []string{"losetup", "mkfs.ext4"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			return res, fmt.Errorf("seed 003's loop-device stack needs %s: %w", tool, err)
-		}
-	}
 	eq := &equipment{logger: r.logger}
 	defer func() {
 		if cerr := eq.close(); cerr != nil && err == nil {
 			err = cerr
 		}
 	}()
-	disk, err := eq.disk(ctx, simdisk.Options{Latency: s003Latency, BandwidthBytesPerSec: s003Bandwidth})
-	if err != nil {
-		return res, err
-	}
-	// Setting up (mkfs, pgbench -i) is not what is measured: it runs at full speed.
-	disk.SetBandwidth(0)
-	disk.SetLatency(0)
-	mnt, err := eq.dir("", "ext4-")
-	if err != nil {
-		return res, err
-	}
 	size := int64(6 << 30)
 	if r.opts.Quick {
 		size = 2 << 30
 	}
-	r.say("%s: ext4 on a loop device over the simulated disk (%s)", Seed003, humanBytes(float64(size)))
-	loop, err := simdisk.MountLoopExt4(ctx, disk.Mountpoint(), size, mnt)
-	if err != nil {
-		return res, err
-	}
-	eq.push(loop.Close)
-	if !loop.DirectIO {
-		res.Notes = append(res.Notes, "The loop device fell back to buffered I/O on its backing file.")
-	}
-
 	start := Config{Name: "start", Durable: true, Settings: map[string]string{"checkpoint_flush_after": "0", "bgwriter_flush_after": "0"}}
-	c, err := eq.cluster(ctx, lab.ClusterOptions{BaseDir: mnt, WALDir: filepath.Join(mnt, "wal"), Settings: merged(res.Base, start.Settings)})
+	st, err := r.loopStack(ctx, eq, Seed003, simdisk.Options{Latency: s003Latency, BandwidthBytesPerSec: s003Bandwidth}, size,
+		merged(res.Base, start.Settings), scale)
 	if err != nil {
 		return res, err
 	}
-	probe, err := probeDir(mnt)
-	if err != nil {
-		return res, err
+	if st.note != "" {
+		res.Notes = append(res.Notes, st.note)
 	}
-	r.say("%s: pgbench -i -s %d", Seed003, scale)
-	if _, err := runPgbench(ctx, c, "-i", "-q", "-I", "dtGvp", "-s", strconv.Itoa(scale)); err != nil {
-		return res, err
-	}
-	if err := checkpoint(ctx, c); err != nil {
-		return res, err
-	}
-	unix.Sync()
-	disk.SetBandwidth(s003Bandwidth)
-	disk.SetLatency(s003Latency)
+	c, probe := st.c, st.probe
 
 	rateArgs := []string{"-n", "-c", strconv.Itoa(s003Clients), "-j", "2", "-R", strconv.Itoa(rate)}
 	load := func(ctx context.Context) error {
