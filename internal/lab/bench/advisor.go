@@ -123,6 +123,15 @@ type FindingBrief struct {
 	Action      rules.Action `json:"action"`
 }
 
+// change is what the finding recommends, "setting current -> recommended, action", or the
+// action alone for a finding that recommends no value (information with its figures).
+func (f FindingBrief) change() string {
+	if f.Setting == "" && f.Recommended == "" {
+		return string(f.Action)
+	}
+	return fmt.Sprintf("%s %s -> %s, %s", f.Setting, f.Current, f.Recommended, f.Action)
+}
+
 // AdvisorRound is one check->apply round.
 type AdvisorRound struct {
 	Round         int            `json:"round"`
@@ -272,9 +281,10 @@ func (r *runner) advise(ctx context.Context, id string, w watchSpec, start Confi
 		}
 		predicted = predicted[:0]
 		for _, f := range res.Findings {
-			ar.Findings = append(ar.Findings, FindingBrief{Rule: f.Rule, Severity: f.Severity.String(), Setting: f.Setting,
-				Current: f.Current, Recommended: f.Recommended, Action: f.Action})
-			r.say("%s:   finding %s %s: %s %s -> %s (%s)", id, f.Severity, f.Rule, f.Setting, f.Current, f.Recommended, f.Action)
+			fb := FindingBrief{Rule: f.Rule, Severity: f.Severity.String(), Setting: f.Setting,
+				Current: f.Current, Recommended: f.Recommended, Action: f.Action}
+			ar.Findings = append(ar.Findings, fb)
+			r.say("%s:   finding %s %s (%s)", id, f.Severity, f.Rule, fb.change())
 		}
 		applied, err := r.opts.Applier.Apply(ctx, ApplyTarget{DSN: w.cluster.DSN(), ProcFS: r.opts.ProcFS, Dir: dir}, st)
 		ar.Applied, ar.Refused = applied.Changes, applied.Refused

@@ -135,7 +135,7 @@ func writeScenario(b *strings.Builder, s *ScenarioResult) {
 	if v := s.VolatileCheck; v != nil {
 		b.WriteString("The advisor on the cluster with its WAL on tmpfs:\n\n")
 		for _, f := range v.Findings {
-			fmt.Fprintf(b, "- %s %s: %s %s -> %s (%s)\n", f.Severity, f.Rule, f.Setting, f.Current, f.Recommended, f.Action)
+			fmt.Fprintf(b, "- %s %s (%s)\n", f.Severity, f.Rule, f.change())
 		}
 		b.WriteString("\n")
 	}
@@ -314,7 +314,7 @@ func writeAdvisor(b *strings.Builder, s *ScenarioResult) {
 		}
 		var fs []string
 		for _, f := range r.Findings {
-			fs = append(fs, fmt.Sprintf("%s %s (%s %s -> %s, %s)", f.Severity, f.Rule, f.Setting, f.Current, f.Recommended, f.Action))
+			fs = append(fs, fmt.Sprintf("%s %s (%s)", f.Severity, f.Rule, f.change()))
 		}
 		b.WriteString(strings.Join(fs, "; "))
 		if len(r.Applied) > 0 {
