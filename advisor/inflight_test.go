@@ -34,7 +34,7 @@ func TestCheckSeed001SingleStatement(t *testing.T) {
 	})
 	ctx := context.Background()
 
-	// 5M rows take minutes here (400k took 27 s, docs/benchmarks.md seed 001): the statement is
+	// 5M rows take minutes here (2M took 131 s: docs/benchmarks.md, seed 001 table): the statement is
 	// still running when the check ends, and is cancelled then.
 	stmtCtx, cancel := context.WithCancel(ctx)
 	started := time.Now()

@@ -15,8 +15,8 @@ import (
 
 // How the measuring loop runs. Methods take turns in batches of batchOps operations, so that
 // whatever else the machine does hits every method alike instead of whichever ran at that
-// moment (docs/benchmarks.md: identical runs differed by up to 15%, so sequential blocks are not
-// comparable). A batch rather than single operations keeps the cost of switching between files
+// moment (identical runs differed by up to 12% and 21%: docs/benchmarks.md, seed 000 and seed
+// 001 tables; so sequential blocks are not comparable). A batch rather than single operations keeps the cost of switching between files
 // (page-cache invalidation by the next O_DIRECT write) on one operation in batchOps.
 const (
 	batchOps = 4

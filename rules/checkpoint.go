@@ -57,10 +57,10 @@ func flushAfterOff(snap collector.Snapshot, s settings) []string {
 // and the background writer ask Linux to start write-back (sync_file_range) every 256kB and
 // 512kB, so dirty pages never pile up for the checkpoint's final fsync (docs: runtime-config-wal
 // checkpoint_flush_after, runtime-config-resource bgwriter_flush_after). Measured in the lab
-// (docs/benchmarks.md, seed 003 table): with both at 0 the worst second fell to 142 tps and p5 to
-// 169, checkpoint sync took 6.7 s and Dirty+Writeback peaked at 141 MiB; with the defaults 453 tps,
-// 548, 0.1 s, 2 MiB. Lowering vm.dirty_* instead did less (worst second 232, one run), so this is
-// checked before any vm.dirty_* advice.
+// (docs/benchmarks.md, seed 003 table): with both at 0 the worst second fell to 118 tps and p5 to
+// 152, checkpoint sync took 6.8 s and Dirty+Writeback peaked at 141 MiB; with the defaults 552 tps,
+// 571, 0.1 s, 2.4 MiB. Lowering vm.dirty_* instead did less (worst second 133, p5 388, one run), so
+// this is checked before any vm.dirty_* advice.
 func flushAfterDisabled() Rule {
 	return Rule{
 		ID:       "flush-after-disabled",
@@ -74,7 +74,7 @@ func flushAfterDisabled() Rule {
 		Sources: []string{
 			pgDocs + "runtime-config-wal.html#GUC-CHECKPOINT-FLUSH-AFTER",
 			pgDocs + "runtime-config-resource.html#GUC-BGWRITER-FLUSH-AFTER",
-			"seed 003", "docs/benchmarks.md, seed 003 table (worst second 142 -> 453 tps, p5 169 -> 548)",
+			"seed 003", "docs/benchmarks.md, seed 003 table (worst second 118 -> 552 tps, p5 152 -> 571)",
 		},
 		Immediate: true,
 		Eval:      withDefaults(evalFlushAfterDisabled),
@@ -160,7 +160,7 @@ func checkpointStalls() Rule {
 			pgDocs + "wal-configuration.html",
 			pgDocs + "runtime-config-wal.html#GUC-MAX-WAL-SIZE",
 			pgDocs + "runtime-config-wal.html#GUC-CHECKPOINT-COMPLETION-TARGET",
-			"seed 003 (tps collapsing at each checkpoint)", "docs/benchmarks.md, seed 003 table (checkpoint sync 6.7 s)",
+			"seed 003 (tps collapsing at each checkpoint)", "docs/benchmarks.md, seed 003 table (checkpoint sync 6.8 s)",
 		},
 		Eval: withDefaults(evalCheckpointStalls),
 	}

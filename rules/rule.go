@@ -207,7 +207,8 @@ func DefaultThresholds() Thresholds {
 		ProbeMaxAge:     time.Hour,
 		ProbeMinSamples: 10,
 		// One-sided 97.5%: with a 20% minimum gain on top, a method change is never driven by
-		// the 15% run-to-run spread the lab saw between identical runs (docs/benchmarks.md, seed 000 table: up to 33%).
+		// the run-to-run spread the lab saw between identical runs (docs/benchmarks.md, seed 000
+		// table (up to 12%); seed 001 table: up to 21%).
 		ProbeZ:         1.96,
 		MinImprovement: 0.20,
 		MinGain:        100 * time.Microsecond,
@@ -227,8 +228,8 @@ func DefaultThresholds() Thresholds {
 		// Chosen, not yet measured on a grid (docs/rules.md, writeback-stalls-wal): 64MB is the
 		// smallest background threshold the folklore sets (tuned, EDB); two seconds of device
 		// writes is twice the queue a 1 s flush budget allows; 50 ms per flush is 12x the lab's
-		// 4 ms device; 5 s is well under the neighbour stall (45.5 s at the defaults;
-		// docs/benchmarks.md, neighbour table).
+		// 4 ms device; 5 s is well under the neighbour stall (docs/benchmarks.md, neighbour
+		// table (45.0 s at the defaults, 27 s its shortest run)).
 		WritebackPileMin:     64 << 20,
 		WritebackPileSeconds: 2,
 		WritebackFlushSlow:   50 * time.Millisecond,

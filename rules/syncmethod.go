@@ -153,7 +153,7 @@ func syncMethodSlow() Rule {
 			pgDocs + "wal-reliability.html",
 			pgDocs + "pgtestfsync.html",
 			"seed 000 (open_sync vs fsync)", "seed 001 (open_datasync vs fdatasync under bulk load)",
-			"docs/benchmarks.md, seed 000 table (runs of one configuration differ by up to 33%)",
+			"docs/benchmarks.md, seed 000 table (runs of one configuration differ by up to 12%)",
 		},
 		Eval: withDefaults(evalSyncMethodSlow),
 	}
@@ -364,7 +364,7 @@ func hurtsBulk(r *probes.Report, current, candidate string, t Thresholds) bool {
 // synchronous device write, including the ones a backend makes because the WAL buffers are
 // full (docs: wal-configuration, wal_buffers and wal_sync_method; pg_stat_wal.wal_buffers_full).
 // Seed 001: 130 s with open_datasync at 64kB vs 5.5 s with fdatasync; the lab's 2M-row INSERT on
-// the 4 ms disk: 135 s vs 6.70 s (docs/benchmarks.md, seed 001 table). fdatasync writes
+// the 4 ms disk: docs/benchmarks.md, seed 001 table (131 s vs 5.49 s). fdatasync writes
 // buffer-full pages into the page cache and syncs once per flush.
 func openSyncWithSmallBuffers() Rule {
 	return Rule{
@@ -375,12 +375,12 @@ func openSyncWithSmallBuffers() Rule {
 		Rationale: "With open_datasync or open_sync every WAL write is synchronous, including the writes " +
 			"backends make because the WAL buffers are full; with fdatasync those are page-cache writes and " +
 			"the device is synced once per flush. Seed 001's bulk insert took 130 s instead of 5.5 s (the lab's " +
-			"2M-row INSERT on a 4 ms disk: 135 s vs 6.70 s, docs/benchmarks.md, seed 001 table).",
+			"2M-row INSERT on a 4 ms disk: docs/benchmarks.md, seed 001 table (131 s vs 5.49 s)).",
 		Sources: []string{
 			pgDocs + "runtime-config-wal.html#GUC-WAL-SYNC-METHOD",
 			pgDocs + "wal-configuration.html",
 			pgDocs + "monitoring-stats.html#MONITORING-PG-STAT-WAL-VIEW",
-			"seed 001", "docs/benchmarks.md, seed 001 table (135 s at 64kB open_datasync, 6.70 s with fdatasync)",
+			"seed 001", "docs/benchmarks.md, seed 001 table (131 s at 64kB open_datasync, 5.49 s with fdatasync)",
 		},
 		Eval: withDefaults(evalOpenSyncWithSmallBuffers),
 	}
@@ -463,7 +463,7 @@ func evalOpenSyncWithSmallBuffers(in Input) Result {
 		}, b.estimateEvidence()...),
 		ExpectedEffect: fmt.Sprintf("Buffer-full writes go to the page cache and the device is synced once per "+
 			"flush: about %.2f s of synchronous writes per second go away (seed 001: 130 s -> 5.5 s at 64kB; "+
-			"lab, 2M rows: 135 s -> 6.70 s, docs/benchmarks.md, seed 001 table).", cost),
+			"lab, 2M rows: docs/benchmarks.md, seed 001 table (131 s -> 5.49 s)).", cost),
 		// At most this much: the buffer-full writes still cost a page-cache write each.
 		Prediction: &Prediction{
 			SavedSecondsPerSecond: cost,

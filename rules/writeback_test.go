@@ -190,8 +190,8 @@ func TestWritebackStallsWAL(t *testing.T) {
 		}
 		return calm()
 	}
-	// seed 003 with flush-after restored (docs/benchmarks.md, seed 003 table: Dirty+Writeback
-	// peak 2.2 MiB) under the same WAL timing and waits.
+	// seed 003 with flush-after restored (docs/benchmarks.md, seed 003 table (Dirty+Writeback
+	// peak 2.4 MiB)) under the same WAL timing and waits.
 	seed003Restored := neighbour()
 	seed003Restored.settings = with(collector.SharedBuffers, "1GB", collector.MaxWALSize, "8GB", collector.TrackWALIOTiming, "on")
 	seed003Restored.phase = func(i int) wbPhase {
