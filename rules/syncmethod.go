@@ -249,11 +249,15 @@ func evalSyncMethodSlow(in Input) Result {
 			best = c
 		}
 	}
-	// Among candidates the fastest does not beat beyond noise, prefer the safest default.
+	// Among the candidates, prefer the safest default (fdatasync first) unless the fastest beats
+	// it by the bar any recommendation must clear: significant, at least MinImprovement and
+	// MinGain. Statistical significance alone is not enough: where fsync and fdatasync cost the
+	// same, a 1-2% difference comes out "significant" in one probe and the opposite one in the
+	// next (docs/rules.md, sync-method-slow), and the advice would flip between them.
 	pick := best
 	for _, name := range probes.DurableMethods() {
 		i := slices.IndexFunc(cands, func(c cand) bool { return c.m.Name == name })
-		if i >= 0 && !compare(cands[i].m, best.m, t).Significant {
+		if i >= 0 && !compare(cands[i].m, best.m, t).better(t) {
 			pick = cands[i]
 			break
 		}

@@ -77,6 +77,16 @@ func TestSyncMethodSlow(t *testing.T) {
 			mres(probes.Fdatasync, 1, 4000, 1500, 12), mres(probes.Fsync, 1, 3000, 1500, 12)))},
 		{name: "significant but only 10% faster", in: commits("fdatasync").input(probeAt(
 			mres(probes.Fdatasync, 1, 4000, 20, 500), mres(probes.Fsync, 1, 3600, 20, 500)))},
+		{name: "two candidates within 20% of each other: the default, even when the other is significantly faster",
+			in: commits("open_sync").input(probeAt(
+				mres(probes.OpenSync, 1, 9100, 90, 38), mres(probes.Fdatasync, 1, 4780, 50, 38),
+				mres(probes.Fsync, 1, 4590, 50, 38), mres(probes.Write, 1, 20, 2, 38))),
+			want: []wantFinding{{collector.WALSyncMethod, Warning, "fdatasync"}}},
+		{name: "two candidates: the faster one when it clears the bar",
+			in: commits("open_sync").input(probeAt(
+				mres(probes.OpenSync, 1, 9100, 90, 38), mres(probes.Fdatasync, 1, 6000, 50, 38),
+				mres(probes.Fsync, 1, 4500, 50, 38), mres(probes.Write, 1, 20, 2, 38))),
+			want: []wantFinding{{collector.WALSyncMethod, Warning, "fsync"}}},
 		{name: "too few samples", in: commits("fdatasync").input(probeAt(
 			mres(probes.Fdatasync, 1, 4000, 20, 5), mres(probes.Fsync, 1, 2000, 20, 5)))},
 		{name: "only accepted methods: no fdatasync in enumvals", in: scenario{settings: noFdatasync, writes: 15 * 300, syncs: 15 * 300}.input(seed000Probe()),
