@@ -243,6 +243,17 @@ func apiCharts(t *testing.T, base, auth string, pool *x509.CertPool) Charts {
 	return c
 }
 
+// chromiumLeftovers lists the scratch directories chromium makes in the system's temporary
+// directory.
+func chromiumLeftovers(t *testing.T) []string {
+	t.Helper()
+	left, err := filepath.Glob(filepath.Join(os.TempDir(), "org.chromium.Chromium.*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return left
+}
+
 // startBrowser starts headless chromium with a fresh profile, loopback only: every request to
 // anywhere else goes to a proxy that is not there.
 func startBrowser(t *testing.T, path string) context.Context {
@@ -250,6 +261,9 @@ func startBrowser(t *testing.T, path string) context.Context {
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
 		chromedp.ExecPath(path),
 		chromedp.UserDataDir(t.TempDir()),
+		// Chromium puts its singleton socket in a directory of its own under $TMPDIR and leaves
+		// it there when it exits: keep it in the test's directory, which the test removes.
+		chromedp.Env("TMPDIR="+t.TempDir()),
 		chromedp.Flag("headless", true),
 		chromedp.Flag("no-sandbox", true),
 		chromedp.Flag("disable-gpu", true),
@@ -308,6 +322,14 @@ const readPage = `(() => {
 // scrolls sideways.
 func TestBrowserLandingPage(t *testing.T) {
 	chromium := requireChromium(t)
+	leftBefore := chromiumLeftovers(t)
+	t.Cleanup(func() { // registered first, so it runs after the browser and its directories are gone
+		for _, d := range chromiumLeftovers(t) {
+			if !slices.Contains(leftBefore, d) {
+				t.Errorf("chromium left %s behind", d)
+			}
+		}
+	})
 	adv := watchedState(t)
 	base, auth, pool := serveTLS(t, adv)
 	want := apiCharts(t, base, auth, pool)
