@@ -29,8 +29,10 @@ lint:
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
+# internal/lab/bench comes first: its smoke runs of the bench take about 7 minutes, longer than
+# the rest together on one of two CPUs, and go test starts packages in the order given.
 test-go:
-	$(GO) test -count=1 -timeout 20m $$($(GO) list ./... | grep -v '/internal/lab/versions$$')
+	$(GO) test -count=1 -timeout 20m ./internal/lab/bench $$($(GO) list ./... | grep -v -e '/internal/lab/versions$$' -e '/internal/lab/bench$$')
 
 # test-versions is the version matrix (docs/versions.md): collect, check, apply and rollback
 # against a throwaway cluster of each PostgreSQL major version from 14 to 18, all at once (about
