@@ -61,6 +61,9 @@ installed. Everything it starts is torn down and vm.dirty_* restored, also on Ct
 			if opts.NeighbourRounds < 0 || opts.NeighbourWriterMB < 0 {
 				return fmt.Errorf("--neighbour-rounds and --neighbour-mb must not be negative: %w", cli.ErrUsage)
 			}
+			if opts.TimingHeadStart < 0 {
+				return fmt.Errorf("--timing-head-start %v: must not be negative: %w", opts.TimingHeadStart, cli.ErrUsage)
+			}
 			opts.Scenarios = scenarios
 			opts.ProcFS, opts.SysFS = g.ProcFS, g.SysFS
 			opts.Progress = cmd.ErrOrStderr()
@@ -110,6 +113,7 @@ installed. Everything it starts is torn down and vm.dirty_* restored, also on Ct
 	f.StringSliceVar(&scenarios, "scenario", nil, "scenarios to run, comma-separated: "+strings.Join(bench.ScenarioIDs(), ", ")+" (default all)")
 	f.IntVar(&opts.NeighbourRounds, "neighbour-rounds", 0, "interleaved rounds of the neighbour scenario (0: 2, --quick 1)")
 	f.IntVar(&opts.NeighbourWriterMB, "neighbour-mb", 0, "MB the neighbour scenario's bulk writer writes (0: 3000, --quick 300)")
+	f.DurationVar(&opts.TimingHeadStart, "timing-head-start", 0, "how long the timing lab's daemon runs before the statement starts, which sets where in its 15 s snapshot cycle the statement begins (0: 35s)")
 	f.StringSliceVar(&reports, "report", nil, "run nothing: merge these JSON reports (of --format json runs, e.g. one per part of the suite) and render them")
 	f.StringVar(&out, "out", "", "also write the markdown report to this file (e.g. docs/benchmarks.md)")
 	return cmd

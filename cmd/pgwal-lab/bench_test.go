@@ -35,6 +35,7 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"--scenario", "seed001,nope"},
 		{"--scenario", "neighbour", "--neighbour-rounds", "-1"},
 		{"--scenario", "neighbour", "--neighbour-mb", "-300"},
+		{"--scenario", "timing", "--timing-head-start", "-5s"},
 	} {
 		_, _, err := benchCmd(t, "table", args...)
 		if !errors.Is(err, cli.ErrUsage) {

@@ -70,6 +70,10 @@ type Options struct {
 	// writer size (0: the suite's, sizesFor).
 	NeighbourRounds   int
 	NeighbourWriterMB int
+	// TimingHeadStart overrides how long the timing lab's daemon runs before the statement (0:
+	// the suite's 35 s). The daemon snapshots every 15 s from its start, so the head start sets
+	// where in that cycle the statement begins, and with it how soon the first snapshot sees it.
+	TimingHeadStart time.Duration
 }
 
 // Report is the suite's result. Its JSON is what `bench --format json` prints.

@@ -386,7 +386,11 @@ func (r *runner) timingScenario(ctx context.Context) (res *ScenarioResult, err e
 	if err != nil {
 		return res, err
 	}
-	tm, err := r.timing(ctx, c, walDir, probe, timingSpec{rows: r.sz.s001TimingRows, headStart: r.sz.s001HeadStart,
+	headStart := r.sz.s001HeadStart
+	if r.opts.TimingHeadStart > 0 {
+		headStart = r.opts.TimingHeadStart
+	}
+	tm, err := r.timing(ctx, c, walDir, probe, timingSpec{rows: r.sz.s001TimingRows, headStart: headStart,
 		checkAfter: 5 * time.Second, window: 40 * time.Second, watch: r.sz.s001TimingWatch})
 	res.Timing = tm
 	if err != nil {
