@@ -21,6 +21,8 @@ func proseFor(id string) (string, bool) {
 	switch id {
 	case Neighbour:
 		return neighbourProse, true
+	case Seed001:
+		return seed001Prose, true
 	}
 	return "", false
 }
@@ -42,6 +44,16 @@ const neighbourProse = `**What a WAL flush waits behind on this stack.** A commi
 	`from the neighbour's: its queue model (serial, or priority for syncs) changes where a flush waits, not where ` +
 	`the WAL's data waits. Where the two queue models' stall seconds agree, a conclusion does not depend on the ` +
 	`simulated disk's queue; where they differ, it does, and the serial model is the pessimistic one.`
+
+// seed001Prose says why the static-tuner target stands missed: the target is kept, as a
+// reader of the report should see it scored, not quietly dropped.
+const seed001Prose = `**The target against the static tuners.** "At least 3x faster than the static tuners'" was set ` +
+	`from a figure of the project's first simulated disk, which charged every O_DSYNC write twice: on it, the ` +
+	`static tuners' wal_buffers=16MB under open_datasync stayed slow. On the calibrated disk 16MB removes most of ` +
+	`seed 001's cost whatever the method (the 16MB rows against the 64kB ones above), so what the advisor adds over ` +
+	`PGTune here is wal_sync_method (which the static tuners never touch; it matters at 64kB and 1MB, not at 16MB) and ` +
+	`the steps beyond 16MB that wal-buffers-small takes when buffer-full writes still cost. The target is kept and ` +
+	`scored as it was set; the measured ratio is the honest figure.`
 
 func writeProse(b *strings.Builder, id, text string) {
 	fmt.Fprintf(b, "%s%s%s%s\n%s%s -->\n\n", proseOpen, id, proseNote, strings.TrimSpace(text), proseClose, id)
