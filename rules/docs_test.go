@@ -149,6 +149,13 @@ func TestDocsSectionsAreRules(t *testing.T) {
 // in parentheses after "table" when it quotes any.
 var benchCitation = regexp.MustCompile(`docs/benchmarks\.md,? +([a-z0-9_' ]+?) tables?\b(?: +\(([^()]*)\))?`)
 
+// joinedLiterals is a Go string literal continued on the next line ("... " +\n\t\t"...");
+// commentBreak a line break inside a comment, however indented.
+var (
+	joinedLiterals = regexp.MustCompile(`"\s*\+\s*\n\s*"`)
+	commentBreak   = regexp.MustCompile(`\n\s*(//)?`)
+)
+
 var citedNumber = regexp.MustCompile(`\d+(?:\.\d+)?`)
 
 // TestBenchmarkCitationsHold keeps the rules' "why" honest: every citation of a docs/benchmarks.md
@@ -165,7 +172,7 @@ func TestBenchmarkCitationsHold(t *testing.T) {
 	for _, r := range All() {
 		texts = append(texts, strings.Join(r.Sources, "\n"))
 	}
-	for _, glob := range []string{"*.go", "../docs/*.md"} {
+	for _, glob := range []string{"*.go", "../docs/*.md", "../deploy/prometheus/*.yml", "../README.md"} {
 		files, err := filepath.Glob(glob)
 		if err != nil {
 			t.Fatal(err)
@@ -184,7 +191,8 @@ func TestBenchmarkCitationsHold(t *testing.T) {
 	cited, seen := 0, map[string]bool{}
 	for _, text := range texts {
 		// A citation broken over lines of a comment or of concatenated strings reads as one.
-		text = strings.NewReplacer("\"+\n", " ", "\" +\n", " ", "\n//", " ", "\n", " ").Replace(text)
+		text = joinedLiterals.ReplaceAllString(text, "")
+		text = commentBreak.ReplaceAllString(text, " ")
 		text = strings.Join(strings.Fields(text), " ")
 		for _, m := range benchCitation.FindAllStringSubmatch(text, -1) {
 			if seen[m[0]] {

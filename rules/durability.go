@@ -81,7 +81,8 @@ func evalFsyncOff(in Input) Result {
 // wal-on-volatile-storage: tmpfs and ramfs live in memory (kernel doc filesystems/tmpfs), so
 // WAL there is lost on power loss or reboot, and with it the promise of every commit since the
 // last checkpoint; the data files can no longer be made consistent. Seed 002 ("putting xlog on
-// tmpfs") and the lab: 14176 vs 204 tps at one client - fast because nothing is durable.
+// tmpfs") and the lab: 8316 vs 224 tps at one client (docs/benchmarks.md, seed 002 table
+// (8316, 224)) - fast because nothing is durable.
 // nobarrier/barrier=0 (kernel doc admin-guide/ext4) stops the file system from flushing the
 // device's volatile write cache, so fsync returns before the data is safe.
 func walOnVolatileStorage() Rule {
@@ -98,7 +99,7 @@ func walOnVolatileStorage() Rule {
 			"https://www.kernel.org/doc/html/latest/admin-guide/ext4.html (barrier, nobarrier)",
 			"https://www.kernel.org/doc/html/latest/block/writeback_cache_control.html",
 			pgDocs + "wal-reliability.html",
-			"seed 002 (WAL on tmpfs; lab: 14176 vs 204 tps at one client)",
+			"seed 002 (WAL on tmpfs)", "docs/benchmarks.md, seed 002 table (8316, 224)",
 		},
 		Immediate: true,
 		Eval:      withDefaults(evalWALOnVolatileStorage),
@@ -130,7 +131,7 @@ func evalWALOnVolatileStorage(in Input) Result {
 				"to make the data files consistent.", st.Path, st.FSType, st.MountPoint),
 			Evidence: []Evidence{{Name: "wal_volatile", Value: 1, Unit: UnitBool}},
 			ExpectedEffect: "Commits become durable; commit throughput falls to what the device's flush " +
-				"allows (lab, seed 002: 204 tps on a 4 ms device vs 14176 on tmpfs at one client; group " +
+				"allows (lab: docs/benchmarks.md, seed 002 table (224 tps on a 4 ms device vs 8316 on tmpfs at one client); group " +
 				"commit recovers much of it with many clients).",
 		})
 	}

@@ -132,8 +132,11 @@ func (b bufferWrites) estimateEvidence() []Evidence {
 
 // sync-method-slow: PostgreSQL docs (runtime-config-wal, wal_sync_method; wal-reliability)
 // leave the choice to the operator and point at pg_test_fsync, which measures but recommends
-// nothing. Seed 000: open_sync 22 tps vs fsync 30 on the same disk; the lab at 4 ms: open_sync
-// 101 vs fsync 185 tps. Seed 001: open_datasync pays a device sync for every buffer-full write.
+// nothing. Seed 000: open_sync 22 tps vs fsync 30 on the reporter's disk. The lab's 4 ms disk
+// charges a sync the same whatever the method, and there the four measured alike at one client
+// (docs/benchmarks.md, seed 000 table (203, 210)): where a device does not tell them apart, the
+// probes do not either, and nothing is recommended. Seed 001: open_datasync pays a device sync
+// for every buffer-full write.
 // The comparison follows the server's write pattern - one 8kB write per flush for commits, two
 // when the buffers fill - and a method is only recommended when it is significantly and
 // substantially faster, the server accepts it, the probe measured it, and the probe did not
@@ -144,8 +147,9 @@ func syncMethodSlow() Rule {
 		Title:    "Another wal_sync_method is significantly faster here",
 		Severity: Warning,
 		Settings: []string{collector.WALSyncMethod},
-		Rationale: "Every commit waits for one WAL flush, and the methods differ by up to 2x on the same " +
-			"device (seed 000; lab: open_sync 101 vs fsync 185 tps at 4 ms). The probes measure each durable " +
+		Rationale: "Every commit waits for one WAL flush, and on some devices the methods differ widely " +
+			"(seed 000: open_sync 22 vs fsync 30 tps on the reporter's disk; seed 001: open_datasync 130 s vs " +
+			"fdatasync 5.5 s for one bulk insert), on others not at all. The probes measure each durable " +
 			"method on the WAL's own file system in the pattern this server writes; a method is recommended " +
 			"only when it is faster beyond noise and by at least 20%.",
 		Sources: []string{
