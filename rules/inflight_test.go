@@ -74,10 +74,19 @@ func TestInFlightWAL(t *testing.T) {
 	// A standby whose pg_stat_wal counts buffer-full writes is judged from them, as before.
 	standbyCounted := seed001()
 	standbyCounted.mutate = func(_ int, s *collector.Snapshot) { s.Postgres.InRecovery = true }
-	// The LSN moves but the method is fdatasync: buffer-full writes are page-cache writes, and
-	// nothing is estimated.
+	// The same INSERT under fdatasync: buffer-full writes are page-cache writes, but the backend
+	// is seen in IO WALWrite doing them, so they are estimated as under open_*; only
+	// wal-buffers-small has something to say.
 	fdatasync := singleInsert(0)
 	fdatasync.settings = with(collector.WALBuffers, "64kB", collector.WALSyncMethod, "fdatasync", collector.SharedBuffers, "256MB")
+	// Under fdatasync with the backend seldom in IO WALWrite: nothing is estimated.
+	fdatasyncQuiet := fdatasync
+	fdatasyncQuiet.mutate = func(i int, s *collector.Snapshot) {
+		fdatasync.mutate(i, s)
+		if i > 0 {
+			s.Postgres.WaitEvents = &collector.WaitEvents{Samples: 20, ActiveBackends: 20, Counts: map[string]int64{collector.EventIOWALWrite: 1}}
+		}
+	}
 
 	// The long INSERT beside a small writer that commits a buffer-full write's worth of WAL
 	// every snapshot: pg_stat_wal counts those, and the long statement is still estimated.
@@ -114,7 +123,10 @@ func TestInFlightWAL(t *testing.T) {
 		{name: "standby: no LSN, pg_stat_wal counts", in: standbyCounted.input(slowDiskProbe()),
 			walBuffers: []wantFinding{buffers}, open: []wantFinding{method}, slow: []wantFinding{method},
 			wantBytes: 20 * seed001().walBytes, wantRate: 100},
-		{name: "fdatasync: LSN moves, nothing estimated", in: fdatasync.input(slowDiskProbe()), wantBytes: 20 * 30 * float64(mB)},
+		{name: "fdatasync, the backend in IO WALWrite: estimated, wal_buffers only", in: fdatasync.input(slowDiskProbe()), estimated: true,
+			walBuffers: []wantFinding{buffers}, wantBytes: 20 * 30 * float64(mB), wantRate: 2 * float64(mB) / float64(64*kB)},
+		{name: "fdatasync, the backend seldom in IO WALWrite: nothing estimated", in: fdatasyncQuiet.input(slowDiskProbe()),
+			wantBytes: 20 * 30 * float64(mB)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
