@@ -24,46 +24,9 @@ import (
 // and the IO WALWrite wait events and recommend both fixes.
 func TestCheckSeed001SingleStatement(t *testing.T) {
 	lab.RequireServer(t)
-	disk := simdisk.MountForTest(t, simdisk.Options{Latency: 4 * time.Millisecond})
-	mnt := disk.Mountpoint()
-	probeDir := filepath.Join(mnt, "probe")
-	if err := os.Mkdir(probeDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	c := lab.NewTestCluster(t, lab.ClusterOptions{
-		WALDir:   filepath.Join(mnt, "wal"),
-		Settings: map[string]string{"wal_buffers": "64kB", "wal_sync_method": "open_datasync"},
-	})
-	ctx := context.Background()
-
 	// 5M rows take minutes here (2M took 131 s: docs/benchmarks.md, seed 001 table): the statement is
 	// still running when the check ends, and is cancelled then.
-	stmtCtx, cancel := context.WithCancel(ctx)
-	started := time.Now()
-	done := make(chan error, 1)
-	go func() {
-		_, err := c.BulkInsert(stmtCtx, "foo", 5000000)
-		done <- err
-	}()
-	time.Sleep(3 * time.Second)
-
-	cfg := quickCheck(32 * time.Second) // the measured rules need 30 s of history (Thresholds.MinSpan)
-	cfg.ProbeDir = probeDir
-	cfg.ProbeBudget = 4 * time.Second
-	res, err := Check(ctx, newTestSampler(t, c), cfg, zaptest.NewLogger(t))
-	checked := time.Since(started)
-	select {
-	case err := <-done:
-		t.Fatalf("the statement ended (%v) before the check did, after %s: size it up", err, checked)
-	default:
-	}
-	cancel()
-	<-done
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("check ended %s after the statement started, the statement still running", checked.Round(time.Second))
-
+	res := checkIntoStatement(t, map[string]string{"wal_buffers": "64kB", "wal_sync_method": "open_datasync"}, 5000000)
 	var estimated bool
 	for _, f := range res.Findings {
 		t.Logf("%s %s %s: %s -> %s", f.Severity, f.Rule, f.Setting, f.Current, f.Recommended)
@@ -107,7 +70,10 @@ func TestCheckSingleStatementFdatasync(t *testing.T) {
 		for _, size := range []string{"64kB", "16MB"} {
 			t.Run(size, func(t *testing.T) {
 				t.Parallel()
-				res := checkSingleFdatasync(t, size)
+				// max_wal_size keeps checkpoints out of the window: they are not what is judged.
+				// 30M rows generate several GB of WAL: at either size the statement outlasts the check.
+				res := checkIntoStatement(t, map[string]string{"wal_buffers": size, "wal_sync_method": "fdatasync",
+					"shared_buffers": "256MB", "max_wal_size": "12GB"}, 30000000)
 				w := res.History.WaitEvents()
 				share := w.Share(collector.EventIOWALWrite)
 				t.Logf("wal_buffers=%s: %d active backend samples, IO WALWrite %.0f%%, %v", size, w.ActiveBackends, 100*share, w.Counts)
@@ -154,9 +120,10 @@ func TestCheckSingleStatementFdatasync(t *testing.T) {
 	}
 }
 
-// checkSingleFdatasync runs a 32 s check into one long INSERT under fdatasync with walBuffers,
-// WAL on the 4 ms simulated disk, and cuts the statement afterwards.
-func checkSingleFdatasync(t *testing.T, walBuffers string) *CheckResult {
+// checkIntoStatement starts one long INSERT of rows on a cluster with settings, its WAL on the
+// 4 ms simulated disk, runs a 32 s check into it (the measured rules need 30 s of history,
+// Thresholds.MinSpan), fails if the statement ended first, and cuts it afterwards.
+func checkIntoStatement(t *testing.T, settings map[string]string, rows int) *CheckResult {
 	t.Helper()
 	disk := simdisk.MountForTest(t, simdisk.Options{Latency: 4 * time.Millisecond})
 	mnt := disk.Mountpoint()
@@ -164,18 +131,13 @@ func checkSingleFdatasync(t *testing.T, walBuffers string) *CheckResult {
 	if err := os.Mkdir(probeDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	c := lab.NewTestCluster(t, lab.ClusterOptions{
-		WALDir: filepath.Join(mnt, "wal"),
-		// max_wal_size keeps checkpoints out of the window: they are not what is judged.
-		Settings: map[string]string{"wal_buffers": walBuffers, "wal_sync_method": "fdatasync", "shared_buffers": "256MB", "max_wal_size": "12GB"},
-	})
+	c := lab.NewTestCluster(t, lab.ClusterOptions{WALDir: filepath.Join(mnt, "wal"), Settings: settings})
 	ctx := context.Background()
-	// 30M rows generate several GB of WAL: at either size the statement outlasts the check.
 	stmtCtx, cancel := context.WithCancel(ctx)
 	started := time.Now()
 	done := make(chan error, 1)
 	go func() {
-		_, err := c.BulkInsert(stmtCtx, "foo", 30000000)
+		_, err := c.BulkInsert(stmtCtx, "foo", rows)
 		done <- err
 	}()
 	time.Sleep(3 * time.Second)
@@ -189,6 +151,7 @@ func checkSingleFdatasync(t *testing.T, walBuffers string) *CheckResult {
 		t.Fatalf("the statement ended (%v) before the check did, after %s: size it up", err, checked)
 	default:
 	}
+	t.Logf("check ended %s after the statement started, the statement still running", checked.Round(time.Second))
 	cancel()
 	<-done
 	if err != nil {
