@@ -27,22 +27,7 @@ func TestCheckSeed001SingleStatement(t *testing.T) {
 	// 5M rows take minutes here (2M took 131 s: docs/benchmarks.md, seed 001 table): the statement is
 	// still running when the check ends, and is cancelled then.
 	res := checkIntoStatement(t, map[string]string{"wal_buffers": "64kB", "wal_sync_method": "open_datasync"}, 5000000)
-	var estimated bool
-	for _, f := range res.Findings {
-		t.Logf("%s %s %s: %s -> %s", f.Severity, f.Rule, f.Setting, f.Current, f.Recommended)
-		for _, e := range f.Evidence {
-			if e.Name == "buffers_full_estimated_from_lsn" && e.Value == 1 {
-				estimated = true
-			}
-		}
-	}
-	for id, why := range res.NotEnoughData {
-		t.Logf("not enough data: %s: %s", id, why)
-	}
-	got := map[string]rules.Recommendation{}
-	for _, r := range res.Recommendations {
-		got[r.Setting] = r
-	}
+	got, estimated := readStatementCheck(t, res)
 	if r, ok := got["wal_sync_method"]; !ok || r.Recommended != "fdatasync" || r.Severity < rules.Warning {
 		t.Errorf("one uncommitted statement: wal_sync_method recommendation %+v (present %v), want a warning for fdatasync", r, ok)
 	}
@@ -80,22 +65,7 @@ func TestCheckSingleStatementFdatasync(t *testing.T) {
 				mu.Lock()
 				ioShare[size] = share
 				mu.Unlock()
-				var estimated bool
-				for _, f := range res.Findings {
-					t.Logf("%s %s %s: %s -> %s: %s", f.Severity, f.Rule, f.Setting, f.Current, f.Recommended, f.Summary)
-					for _, e := range f.Evidence {
-						if e.Name == "buffers_full_estimated_from_lsn" && e.Value == 1 {
-							estimated = true
-						}
-					}
-				}
-				for id, why := range res.NotEnoughData {
-					t.Logf("not enough data: %s: %s", id, why)
-				}
-				got := map[string]rules.Recommendation{}
-				for _, r := range res.Recommendations {
-					got[r.Setting] = r
-				}
+				got, estimated := readStatementCheck(t, res)
 				if r, ok := got["wal_sync_method"]; ok {
 					t.Errorf("fdatasync: a wal_sync_method recommendation %+v", r)
 				}
@@ -158,4 +128,28 @@ func checkIntoStatement(t *testing.T, settings map[string]string, rows int) *Che
 		t.Fatal(err)
 	}
 	return res
+}
+
+// readStatementCheck logs a check's findings and what it could not judge, and returns its
+// recommendations by setting and whether a finding estimated buffer-full writes from the
+// insert LSN.
+func readStatementCheck(t *testing.T, res *CheckResult) (map[string]rules.Recommendation, bool) {
+	t.Helper()
+	var estimated bool
+	for _, f := range res.Findings {
+		t.Logf("%s %s %s: %s -> %s: %s", f.Severity, f.Rule, f.Setting, f.Current, f.Recommended, f.Summary)
+		for _, e := range f.Evidence {
+			if e.Name == "buffers_full_estimated_from_lsn" && e.Value == 1 {
+				estimated = true
+			}
+		}
+	}
+	for id, why := range res.NotEnoughData {
+		t.Logf("not enough data: %s: %s", id, why)
+	}
+	got := map[string]rules.Recommendation{}
+	for _, r := range res.Recommendations {
+		got[r.Setting] = r
+	}
+	return got, estimated
 }
