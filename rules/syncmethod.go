@@ -56,7 +56,7 @@ func measureBufferWrites(w *History, s settings, method string, probe *probes.Re
 	stat, lsn := w.Change(WALBytes), w.Change(WALInsertBytes)
 	b.Bytes = max(stat.Delta, lsn.Delta)
 	if lsn.OK() && lsn.Delta > stat.Delta {
-		estimateBufferWrites(&b, w, s, method, stat, lsn, full, writes, t)
+		estimateBufferWrites(&b, w, s, stat, lsn, full, writes, t)
 	}
 	if on, _ := s.on(collector.TrackWALIOTiming); on {
 		if wt := w.Change(WALWriteSeconds); wt.OK() && wt.Delta > 0 && writes.Delta > 0 {
@@ -84,14 +84,13 @@ func measureBufferWrites(w *History, s settings, method string, probe *probes.Re
 // (one 30M-row INSERT under fdatasync, a 32 s check into it, one run each): at 64kB the backend
 // spent 67% of its samples in IO WALWrite and the WAL grew 1.05 GB; at 16MB, 3% and 1.76 GB.
 // The estimate is only believed when the backends are seen doing it, in IO WALWrite for a good
-// share of their active samples. The
-// estimate covers only the WAL pg_stat_wal has not counted (the insert LSN's advance beyond
-// pg_stat_wal's bytes) and is added to the buffer-full writes it did count, so the
-// transaction's writes are never counted twice when it commits, and other sessions'
+// share of their active samples. It covers only the WAL pg_stat_wal has not counted (the insert
+// LSN's advance beyond pg_stat_wal's bytes) and is added to the buffer-full writes it did count,
+// so the transaction's writes are never counted twice when it commits, and other sessions'
 // transactions that commit meanwhile (autovacuum, a few small writers beside the long
 // statement) no longer hide the long one: the estimate used to stand only when pg_stat_wal
 // counted no buffer-full write at all in the window, and one small commit ended it.
-func estimateBufferWrites(b *bufferWrites, w *History, s settings, method string, stat, lsn, full, writes Change, t Thresholds) {
+func estimateBufferWrites(b *bufferWrites, w *History, s settings, stat, lsn, full, writes Change, t Thresholds) {
 	size, ok := s.bytes(collector.WALBuffers)
 	if !ok || size <= 0 || size >= t.WALBuffersMax || lsn.Seconds <= 0 {
 		return
