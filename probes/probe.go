@@ -16,8 +16,9 @@ import (
 // How the measuring loop runs. Methods take turns in batches of batchOps operations, so that
 // whatever else the machine does hits every method alike instead of whichever ran at that
 // moment (identical runs differed by up to 12% and 21%: docs/benchmarks.md, seed 000 and seed
-// 001 tables; so sequential blocks are not comparable). A batch rather than single operations keeps the cost of switching between files
-// (page-cache invalidation by the next O_DIRECT write) on one operation in batchOps.
+// 001 tables; so sequential blocks are not comparable). A batch rather than single operations
+// keeps the cost of switching between files (page-cache invalidation by the next O_DIRECT
+// write) on one operation in batchOps.
 const (
 	batchOps = 4
 	// warmupOps are each pattern's first operations, discarded: the first write to a freshly

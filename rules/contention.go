@@ -14,12 +14,12 @@ import (
 // transactions are active. The lab's commit grid (docs/benchmarks.md, commit grouping tables:
 // seed 002's single-row INSERT commits, commit_delay 500 and 2000 us x commit_siblings 5 and 20 x
 // 16-200 clients on 1 ms and 4 ms devices, three interleaved rounds) found one cell with a gain
-// beyond the spread - 16 clients on the 1 ms device, commit_delay=500 us, commit_siblings=5: +12%
-// (+15% in an earlier run of the grid, commit 7860092) - and one loss beyond it: the docs' half flush (2000 us)
-// at 16 clients on the 1 ms device, -29%. Everything else stayed within the spread, from -19% to
-// +23%, the same setting at 16 clients on the 4 ms device included (+13%; +30% in the earlier
-// run). So the rule warns only inside commitDelayRegions, with the measured gain as its
-// prediction, and elsewhere says what it sees as information and recommends nothing.
+// beyond the spread - 16 clients on the 1 ms device, commit_delay=500 us, commit_siblings=5:
+// +12% (+15% in an earlier run of the grid, commit 7860092) - and one loss beyond it: the docs'
+// half flush (2000 us) at 16 clients on the 1 ms device, -29%. Everything else stayed within the
+// spread, from -19% to +23%, the same setting at 16 clients on the 4 ms device included (+13%;
+// +30% in the earlier run). So the rule warns only inside commitDelayRegions, with the measured
+// gain as its prediction, and elsewhere says what it sees as information and recommends nothing.
 func walLockContention() Rule {
 	return Rule{
 		ID:       "wal-lock-contention",

@@ -250,7 +250,8 @@ func headingAnchor(h string) string {
 }
 
 // benchSections splits the report at its "## " headings, keyed by the lowercased heading up
-// to its colon ("seed 001", "neighbour", "commit grouping").
+// to its colon ("seed 001", "neighbour", "commit grouping"). A top-level "# " heading ends a
+// section too, so the hand-written parts' headings are not read as the section before them.
 func benchSections(doc string) map[string]string {
 	out := map[string]string{}
 	var name string
@@ -266,6 +267,9 @@ func benchSections(doc string) map[string]string {
 			flush()
 			h, _, _ = strings.Cut(h, ":")
 			name = strings.ToLower(strings.TrimSpace(h))
+		} else if strings.HasPrefix(line, "# ") {
+			flush()
+			name = ""
 		}
 		body.WriteString(line + "\n")
 	}

@@ -192,7 +192,7 @@ func evalWALBuffersSmall(in Input) Result {
 	keep, measuredNote := writesKeep, ""
 	if cur >= t.WALBuffersFloor {
 		keep = math.Pow(walBuffersDoublingKeep, math.Log2(float64(next)/float64(cur)))
-		measuredNote = fmt.Sprintf("; beyond one WAL segment their cost shrinks by %.2f, as the lab measured per doubling", keep)
+		measuredNote = fmt.Sprintf("; beyond one WAL segment their cost shrinks by %.2f (%.2f per doubling, as the lab measured)", keep, walBuffersDoublingKeep)
 	}
 	var saved, model float64
 	var how string

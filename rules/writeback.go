@@ -21,8 +21,7 @@ import (
 // 80 MB/s disk, pgbench -R 200 and a 3000 MB writer into the same file system): 45.0 stall seconds
 // at the kernel's defaults, 55.0 at tuned's 64MB/512MB, 54.5 at 64MB/256MB, 56.5 at 16MB/64MB,
 // 54.0 at ratio 20/40, 50.5-51.5 with shorter write-back timers - no vm.dirty_* point shorter -
-// and 0 with the writer limited to 40 MB/s. The rule
-// names the cause - WAL flushes slow or waited on while Dirty+Writeback is large and the WAL is
+// and 0 with the writer limited to 40 MB/s. The rule names the cause - WAL flushes slow or waited on while Dirty+Writeback is large and the WAL is
 // not what fills it - and advises what removes the queue: the WAL on a device of its own, or the
 // writer throttled. Lowering vm.dirty_* is recommended only for a device shape whose row in
 // ProvenDirtyRows a benchmark proved; none is.

@@ -3,8 +3,9 @@
 # PostgreSQL's server binaries (initdb, pg_ctl, pgbench, pg_test_fsync) and Prometheus
 # (promtool and a server for the end-to-end test), Chromium (the landing page's browser test),
 # the loop-device tools, npm, and through it the other PostgreSQL major versions the version
-# matrix runs (scripts/install-pg-versions.sh, cached once per machine). It only acts as root with apt-get; otherwise it says what is missing and lets the
-# tests skip or fail with their own clear messages.
+# matrix runs (scripts/install-pg-versions.sh, cached once per machine). It only acts as root
+# with apt-get; otherwise it says what is missing and lets the tests skip or fail with their own
+# clear messages.
 set -euo pipefail
 
 here=$(dirname "$0")
