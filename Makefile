@@ -24,10 +24,15 @@ deps:
 # throwaway PostgreSQL clusters and the simulated disk) and the alert rules' promtool tests.
 test: deps lint test-go test-versions
 
+# lint is formatting, vet, staticcheck (pinned in go.mod's tool directive: `go tool` builds it
+# from the module cache, nothing to install) and the sizes the house keeps (internal/codesize:
+# no non-test file over 500 lines, no function over 80 lines in the core packages).
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) tool staticcheck ./...
+	$(GO) run ./internal/codesize
 
 # internal/lab/bench comes first: its smoke runs of the bench take about 7 minutes, longer than
 # the rest together on one of two CPUs, and go test starts packages in the order given.
@@ -55,9 +60,10 @@ fuzz:
 	  done; \
 	done
 
-# check is the fast tier: formatting, vet and every pure test (rules, parsers, statistics,
-# golden metrics, journal, config); tests that need PostgreSQL, FUSE or promtool skip under
-# -short. Under a minute, nothing to install.
+# check is the fast tier: lint and every pure test (rules, parsers, statistics, golden metrics,
+# journal, config); tests that need PostgreSQL, FUSE or promtool skip under -short. Under a
+# minute, nothing to install. CI runs it before make test, so that a lint or unit failure ends
+# the run early.
 check: lint
 	$(GO) test -short -count=1 -timeout 5m ./...
 

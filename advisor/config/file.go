@@ -10,7 +10,7 @@ import (
 	"time"
 	"unicode"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/pgwal-advisor/pgwal-advisor/rules"
 )
