@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/pgwal-advisor/pgwal-advisor/rules"
 	"io"
 	"io/fs"
 	"os"
@@ -17,7 +18,7 @@ import (
 	"time"
 	"unicode"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab"
 )
@@ -35,23 +36,15 @@ const (
 )
 
 // ruleIDs are the advisor's rule IDs, a contract between the rules, the alerts and the docs:
-// each needs a runbook section, and an alert may only select these (or, in the
-// catch-all, exclude them).
-var ruleIDs = []string{
-	"fsync-off",
-	"wal-on-volatile-storage",
-	"write-cache-unsafe",
-	"sync-method-slow",
-	"open-sync-with-small-buffers",
-	"wal-buffers-small",
-	"flush-after-disabled",
-	"writeback-stalls-wal",
-	"checkpoint-stalls",
-	"wal-lock-contention",
-	"track-wal-io-timing-off",
-	"durability-traded-off",
-	"probe-disabled",
-	"recommendations-conflict",
+// each needs a runbook section, and an alert may only select these (or, in the catch-all,
+// exclude them). They are read from the rules, so a new rule without a runbook section fails
+// TestRunbook.
+func ruleIDs() []string {
+	var ids []string
+	for _, r := range rules.All() {
+		ids = append(ids, r.ID)
+	}
+	return append(ids, rules.ConflictRuleID)
 }
 
 // externalMetrics are the metrics of other exporters that the alerts and the dashboard may use:
@@ -265,8 +258,8 @@ func TestAlertRuleIDsKnown(t *testing.T) {
 	for _, a := range loadAlerts(t) {
 		for _, m := range ruleMatcherRE.FindAllStringSubmatch(a.Expr, -1) {
 			for id := range strings.SplitSeq(m[2], "|") {
-				if !slices.Contains(ruleIDs, id) {
-					t.Errorf("%s: expr selects rule %q, which is not a rule ID of the advisor %v", a.Alert, id, ruleIDs)
+				if !slices.Contains(ruleIDs(), id) {
+					t.Errorf("%s: expr selects rule %q, which is not a rule ID of the advisor %v", a.Alert, id, ruleIDs())
 				}
 			}
 		}
@@ -358,7 +351,7 @@ func TestRunbook(t *testing.T) {
 			t.Errorf("%s is not mentioned in %s", a.Alert, runbookFile)
 		}
 	}
-	for _, id := range ruleIDs {
+	for _, id := range ruleIDs() {
 		if !anchors[id] {
 			t.Errorf("rule %s has no section (### %s) in %s", id, id, runbookFile)
 		}
