@@ -75,9 +75,9 @@ demo: deps build
 # bench-probe prints the probe's accuracy and cost against pg_test_fsync, side by side on the
 # bare disk and on the simulated disk at 1 ms and 4 ms (that part needs root and /dev/fuse).
 # It takes about 6 minutes (pg_test_fsync at its default 5 s per test). Options through
-# BENCHPROBE_FLAGS, e.g. BENCHPROBE_FLAGS="-json" or "-runs 3 -save bench.json".
-bench-probe:
-	$(GO) run ./internal/lab/benchprobe $(BENCHPROBE_FLAGS)
+# BENCHPROBE_FLAGS, e.g. BENCHPROBE_FLAGS="--json" or "--runs 3 --save bench.json".
+bench-probe: build
+	$(LAB) bench-probe $(BENCHPROBE_FLAGS)
 
 # bench is the seed benchmark suite (as root, about 80 minutes: the neighbour grid alone takes
 # about 35, the commit grid 15): each seed's scenario on the simulated disk, comparing the

@@ -4,11 +4,11 @@
 # and without the daemon. Figures only, not a test: it takes about 6 minutes.
 #
 #   scripts/bench-footprint.sh                      # defaults
-#   scripts/bench-footprint.sh -steady 120s -pgbench.pairs 5
+#   scripts/bench-footprint.sh --steady 120s --pgbench.pairs 5
 #
 # Needs PostgreSQL's server binaries (make deps) and wrk (installed here when missing and run
-# as root on Debian). The measuring is internal/lab/footprint (a throwaway cluster from
-# internal/lab); everything it starts is stopped when it ends.
+# as root on Debian). The measuring is `pgwal-lab bench-footprint` (internal/lab/footprint, a
+# throwaway cluster from internal/lab); everything it starts is stopped when it ends.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,4 +23,5 @@ if ! command -v wrk >/dev/null 2>&1; then
 fi
 
 go build -o bin/pgwal-advisor ./cmd/pgwal-advisor
-go run ./internal/lab/footprint -bin bin/pgwal-advisor "$@"
+go build -o bin/pgwal-lab ./cmd/pgwal-lab
+bin/pgwal-lab bench-footprint --bin bin/pgwal-advisor "$@"

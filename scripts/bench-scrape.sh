@@ -4,12 +4,12 @@
 # Figures only, not a test: about 2 minutes with the defaults (5 rounds).
 #
 #   scripts/bench-scrape.sh                 # defaults
-#   scripts/bench-scrape.sh -rounds 9 -gzip=false
+#   scripts/bench-scrape.sh --rounds 9 --gzip=false
 #
 # Needs PostgreSQL's server binaries (make deps), wrk and prometheus-postgres-exporter; the last
 # two are installed here from Debian when missing (as root), with a policy-rc.d that keeps the
-# exporter's packaged service from starting. The measuring is internal/lab/scrapebench;
-# everything it starts is stopped when it ends.
+# exporter's packaged service from starting. The measuring is `pgwal-lab bench-scrape`
+# (internal/lab/scrapebench); everything it starts is stopped when it ends.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,4 +36,5 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 
 go build -o bin/pgwal-advisor ./cmd/pgwal-advisor
-go run ./internal/lab/scrapebench -bin bin/pgwal-advisor "$@"
+go build -o bin/pgwal-lab ./cmd/pgwal-lab
+bin/pgwal-lab bench-scrape --bin bin/pgwal-advisor "$@"

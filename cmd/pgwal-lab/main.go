@@ -1,6 +1,7 @@
 // Command pgwal-lab is pgwal-advisor's test and demo equipment: the README's demo, the seed
-// benchmark suite and the simulated slow disk. It is a command of its own so that the daemon
-// installed on a database host links none of it (no FUSE library, no testing package).
+// benchmark suite, the simulated slow disk and the measurements of what the probe and the daemon
+// cost. It is a command of its own so that the daemon installed on a database host links none
+// of it (no FUSE library, no testing package).
 package main
 
 import (
@@ -34,15 +35,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func newRootCmd() *cobra.Command {
 	g := &cli.Globals{}
 	root := cli.NewRoot("pgwal-lab",
-		"pgwal-advisor's test and demo equipment: the demo, the seed benchmarks, a simulated slow disk",
+		"pgwal-advisor's test and demo equipment: the demo, the seed benchmarks, a simulated slow disk, the probe's and the daemon's costs",
 		`pgwal-lab holds what the project uses to show and measure pgwal-advisor: throwaway PostgreSQL
 clusters on a simulated slow or lying disk (FUSE), the README's demo and the seed benchmark
-suite. Nothing here is meant for a production server; the daemon is pgwal-advisor.`, g)
+suite, and the measurements of what the probe and the daemon cost (bench-probe, bench-footprint,
+bench-scrape). Nothing here is meant for a production server; the daemon is pgwal-advisor.`, g)
 	root.AddCommand(
 		cli.NewVersionCmd("pgwal-lab", version),
 		newDemoCmd(g),
 		newBenchCmd(g),
 		newLabSimdiskCmd(g),
+		newBenchProbeCmd(g),
+		newBenchFootprintCmd(g),
+		newBenchScrapeCmd(g),
 	)
 	return root
 }

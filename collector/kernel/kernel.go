@@ -104,6 +104,13 @@ func parseKnob(name, text string) (int64, error) {
 	return v, nil
 }
 
+// ReadMeminfo reads the meminfo of the procfs root as Collect does, without the vm.dirty_*
+// knobs: for callers that sample the memory state often (the lab samples Dirty and Writeback
+// every second while a benchmark runs).
+func ReadMeminfo(ctx context.Context, procfs string) (collector.Meminfo, error) {
+	return New(procfs).readMeminfo(ctx)
+}
+
 // readMeminfo uses gopsutil, which honours the procfs root through the context (HOST_PROC).
 // VirtualMemoryWithContext gives MemTotal, MemFree, MemAvailable, Dirty and Writeback; only its
 // Linux extension gives Active(file) and Inactive(file), and that is a second read of the file.

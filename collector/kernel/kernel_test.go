@@ -263,3 +263,19 @@ func TestThresholdsLarge(t *testing.T) {
 		t.Errorf("dirtyableBytes(3 * 2^62) = %d, want it to stop at MaxInt64", got)
 	}
 }
+
+// TestReadMeminfo reads a testdata tree through the exported reader: the same figures as
+// Collect, and the same errors for a tree without meminfo.
+func TestReadMeminfo(t *testing.T) {
+	mi, err := ReadMeminfo(context.Background(), filepath.Join("testdata", "ratios"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mi.DirtyBytes != 123456*kB || mi.WritebackBytes != 789*kB || mi.MemTotalBytes != 16384000*kB {
+		t.Errorf("ReadMeminfo = Dirty %d, Writeback %d, MemTotal %d bytes; want %d, %d, %d",
+			mi.DirtyBytes, mi.WritebackBytes, mi.MemTotalBytes, 123456*kB, 789*kB, 16384000*kB)
+	}
+	if _, err := ReadMeminfo(context.Background(), filepath.Join("testdata", "no-meminfo")); err == nil || !strings.Contains(err.Error(), "--path.procfs") {
+		t.Errorf("no meminfo: error %v, want one naming --path.procfs", err)
+	}
+}

@@ -115,7 +115,22 @@ func (c *Collector) Collect(ctx context.Context) (*collector.Postgres, error) {
 	v := server.VersionNum
 	pg.VersionNum, pg.Version = v, server.Version
 
-	settingsOK := c.step(ctx, pg, "read pg_settings", func(ctx context.Context, conn *pgx.Conn) error {
+	settingsOK := c.readSettings(ctx, pg, v)
+	c.readWALStats(ctx, pg, v)
+	c.readCheckpoints(ctx, pg, v)
+	// A standby inserts no WAL (pg_current_wal_insert_lsn() raises an error there).
+	if !pg.InRecovery {
+		c.readInsertLSN(ctx, pg)
+	}
+	c.takeWaitEvents(pg, v, server)
+	c.resolveWALDir(pg, settingsOK, server.User)
+	return pg, nil
+}
+
+// readSettings reads pg_settings' rows of the setting table into pg; it reports whether it
+// could, which decides where the WAL directory comes from.
+func (c *Collector) readSettings(ctx context.Context, pg *collector.Postgres, v int) bool {
+	return c.step(ctx, pg, "read pg_settings", func(ctx context.Context, conn *pgx.Conn) error {
 		rows, err := conn.Query(ctx, settingsQuery(v), collector.SettingNames())
 		if err != nil {
 			return err
@@ -132,52 +147,67 @@ func (c *Collector) Collect(ctx context.Context) (*collector.Postgres, error) {
 		pg.DataDir = pg.Settings[collector.DataDirectory].Value
 		return nil
 	})
+}
 
-	if q := walStatsQuery(v); q == "" {
+// readWALStats reads the cumulative WAL counters, or notes that the server is too old to have
+// them.
+func (c *Collector) readWALStats(ctx context.Context, pg *collector.Postgres, v int) {
+	q := walStatsQuery(v)
+	if q == "" {
 		pg.Notes = append(pg.Notes, fmt.Sprintf(
 			"WAL statistics need PostgreSQL 14 or later (pg_stat_wal); this server is %s, so only its settings are collected", pg.Version))
-	} else {
-		c.step(ctx, pg, "read pg_stat_wal", func(ctx context.Context, conn *pgx.Conn) error {
-			var walJSON, ioJSON []byte
-			if err := conn.QueryRow(ctx, q).Scan(&walJSON, &ioJSON); err != nil {
-				return err
-			}
-			w, err := parseWAL(v, walJSON, ioJSON)
-			pg.WAL = w
-			return err
-		})
+		return
 	}
-	if q := checkpointQuery(v); q != "" {
-		view := "pg_stat_bgwriter"
-		if v >= checkpointerVersion {
-			view = "pg_stat_checkpointer"
+	c.step(ctx, pg, "read pg_stat_wal", func(ctx context.Context, conn *pgx.Conn) error {
+		var walJSON, ioJSON []byte
+		if err := conn.QueryRow(ctx, q).Scan(&walJSON, &ioJSON); err != nil {
+			return err
 		}
-		c.step(ctx, pg, "read "+view, func(ctx context.Context, conn *pgx.Conn) error {
-			var row []byte
-			if err := conn.QueryRow(ctx, q).Scan(&row); err != nil {
-				return err
-			}
-			cp, err := parseCheckpoints(v, row)
-			pg.Checkpointer = cp
-			return err
-		})
-	}
+		w, err := parseWAL(v, walJSON, ioJSON)
+		pg.WAL = w
+		return err
+	})
+}
 
-	// A standby inserts no WAL (pg_current_wal_insert_lsn() raises an error there).
-	if !pg.InRecovery {
-		c.step(ctx, pg, "read pg_current_wal_insert_lsn()", func(ctx context.Context, conn *pgx.Conn) error {
-			var text string
-			if err := conn.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&text); err != nil {
-				return err
-			}
-			lsn, err := parseLSN(text)
-			if err == nil {
-				pg.WALInsertLSN = &lsn
-			}
-			return err
-		})
+// readCheckpoints reads the checkpoint counters from the view of the server's version.
+func (c *Collector) readCheckpoints(ctx context.Context, pg *collector.Postgres, v int) {
+	q := checkpointQuery(v)
+	if q == "" {
+		return
 	}
+	view := "pg_stat_bgwriter"
+	if v >= checkpointerVersion {
+		view = "pg_stat_checkpointer"
+	}
+	c.step(ctx, pg, "read "+view, func(ctx context.Context, conn *pgx.Conn) error {
+		var row []byte
+		if err := conn.QueryRow(ctx, q).Scan(&row); err != nil {
+			return err
+		}
+		cp, err := parseCheckpoints(v, row)
+		pg.Checkpointer = cp
+		return err
+	})
+}
 
+// readInsertLSN reads where the server inserts WAL now (a primary only).
+func (c *Collector) readInsertLSN(ctx context.Context, pg *collector.Postgres) {
+	c.step(ctx, pg, "read pg_current_wal_insert_lsn()", func(ctx context.Context, conn *pgx.Conn) error {
+		var text string
+		if err := conn.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&text); err != nil {
+			return err
+		}
+		lsn, err := parseLSN(text)
+		if err == nil {
+			pg.WALInsertLSN = &lsn
+		}
+		return err
+	})
+}
+
+// takeWaitEvents moves the wait events sampled since the last Collect into pg, with notes on
+// failed samples and on a role that sees only its own sessions.
+func (c *Collector) takeWaitEvents(pg *collector.Postgres, v int, server ServerInfo) {
 	waits, failures, lastErr := c.waits.take()
 	pg.WaitEvents = waits
 	if failures > 0 {
@@ -188,9 +218,6 @@ func (c *Collector) Collect(ctx context.Context) (*collector.Postgres, error) {
 			"role %s sees only its own sessions in pg_stat_activity, so wait events miss the application's: GRANT pg_monitor TO %s",
 			server.User, QuoteIdent(server.User)))
 	}
-
-	c.resolveWALDir(pg, settingsOK, server.User)
-	return pg, nil
 }
 
 // readStatus (re)connects if needed and reads what changes when the server restarts or is

@@ -83,6 +83,19 @@ type ioViewRow struct {
 // parseWAL converts pg_stat_wal's row (and, from 18, pg_stat_io's rows for object 'wal') to
 // WALStats.
 func parseWAL(versionNum int, walJSON, ioJSON []byte) (*collector.WALStats, error) {
+	s, err := parseWALView(versionNum, walJSON)
+	if err != nil || versionNum < walIOVersion {
+		return s, err
+	}
+	if err := addWALIO(s, ioJSON); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// parseWALView converts pg_stat_wal's row to WALStats: every counter below 18, the counters
+// other than writes and syncs from 18.
+func parseWALView(versionNum int, walJSON []byte) (*collector.WALStats, error) {
 	var w walViewRow
 	if err := json.Unmarshal(walJSON, &w); err != nil {
 		return nil, fmt.Errorf("decode pg_stat_wal row: %w", err)
@@ -131,12 +144,15 @@ func parseWAL(versionNum int, walJSON, ioJSON []byte) (*collector.WALStats, erro
 		s.Syncs = *w.Sync
 		s.WriteTimeSeconds = *w.WriteTimeMS / 1000
 		s.SyncTimeSeconds = *w.SyncTimeMS / 1000
-		return s, nil
 	}
+	return s, nil
+}
 
+// addWALIO adds pg_stat_io's WAL writes and syncs (18+) to s.
+func addWALIO(s *collector.WALStats, ioJSON []byte) error {
 	var rows []ioViewRow
 	if err := json.Unmarshal(ioJSON, &rows); err != nil {
-		return nil, fmt.Errorf("decode pg_stat_io rows: %w", err)
+		return fmt.Errorf("decode pg_stat_io rows: %w", err)
 	}
 	var writeMS, syncMS float64
 	for _, r := range rows {
@@ -150,14 +166,14 @@ func parseWAL(versionNum int, walJSON, ioJSON []byte) (*collector.WALStats, erro
 		if err := checkNotNegative("pg_stat_io", map[string]float64{
 			"writes": float64(r.Writes), "fsyncs": float64(r.Fsyncs), "write_time": r.WriteTimeMS, "fsync_time": r.FsyncTimeMS,
 		}); err != nil {
-			return nil, err
+			return err
 		}
 		var ok1, ok2 bool
 		if s.Writes, ok1 = addCount(s.Writes, r.Writes); !ok1 {
-			return nil, errors.New("pg_stat_io: the writes of object 'wal' add up to more than an int64 holds")
+			return errors.New("pg_stat_io: the writes of object 'wal' add up to more than an int64 holds")
 		}
 		if s.Syncs, ok2 = addCount(s.Syncs, r.Fsyncs); !ok2 {
-			return nil, errors.New("pg_stat_io: the fsyncs of object 'wal' add up to more than an int64 holds")
+			return errors.New("pg_stat_io: the fsyncs of object 'wal' add up to more than an int64 holds")
 		}
 		writeMS += r.WriteTimeMS
 		syncMS += r.FsyncTimeMS
@@ -165,14 +181,14 @@ func parseWAL(versionNum int, walJSON, ioJSON []byte) (*collector.WALStats, erro
 		// (pg_stat_reset_shared('wal') and ('io')): the later reset bounds them both.
 		t, err := parseTimestamp(r.StatsReset)
 		if err != nil {
-			return nil, fmt.Errorf("pg_stat_io.stats_reset: %w", err)
+			return fmt.Errorf("pg_stat_io.stats_reset: %w", err)
 		}
 		if t.After(s.StatsReset) {
 			s.StatsReset = t
 		}
 	}
 	s.WriteTimeSeconds, s.SyncTimeSeconds = writeMS/1000, syncMS/1000
-	return s, nil
+	return nil
 }
 
 // bgwriterViewRow is pg_stat_bgwriter's checkpoint part (up to 16).

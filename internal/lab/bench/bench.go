@@ -226,7 +226,7 @@ func Run(ctx context.Context, opts Options, logger *zap.Logger) (*Report, error)
 	if _, err := lab.FindBinDir(); err != nil {
 		return nil, err
 	}
-	mem, err := memTotal(opts.ProcFS)
+	mem, err := memTotal(ctx, opts.ProcFS)
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab"
+	"github.com/pgwal-advisor/pgwal-advisor/internal/lab/equipment"
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab/simdisk"
 )
 
@@ -218,14 +219,14 @@ func checkNothingLeft(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(string(mounts), workPrefix()) {
+	if strings.Contains(string(mounts), equipment.WorkPrefix()) {
 		t.Errorf("a mount of the suite remains:\n%s", mounts)
 	}
-	if out, err := exec.Command("losetup", "--all").Output(); err == nil && strings.Contains(string(out), workPrefix()) {
+	if out, err := exec.Command("losetup", "--all").Output(); err == nil && strings.Contains(string(out), equipment.WorkPrefix()) {
 		t.Errorf("a loop device of the suite remains: %s", out)
 	}
 	for _, parent := range []string{os.TempDir(), "/dev/shm"} {
-		left, _ := filepath.Glob(filepath.Join(parent, workPrefix()+"*"))
+		left, _ := filepath.Glob(filepath.Join(parent, equipment.WorkPrefix()+"*"))
 		if len(left) > 0 {
 			t.Errorf("work directories remain: %v", left)
 		}

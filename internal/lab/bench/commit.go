@@ -11,7 +11,10 @@ import (
 	"time"
 
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab"
+	"github.com/pgwal-advisor/pgwal-advisor/internal/lab/equipment"
+	"github.com/pgwal-advisor/pgwal-advisor/internal/lab/pgbench"
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab/simdisk"
+	"github.com/pgwal-advisor/pgwal-advisor/internal/lab/stats"
 )
 
 // CommitGrid is the commit scenario's figure: seed 002's single-row INSERT commits under a grid
@@ -48,13 +51,13 @@ type commitGain struct {
 
 func (d CommitDevice) gain(cfg, clients int) commitGain {
 	base, x := d.Configs[0].TPS[clients], d.Configs[cfg].TPS[clients]
-	g := commitGain{median: median(x), baseMedian: median(base)}
+	g := commitGain{median: stats.Median(x), baseMedian: stats.Median(base)}
 	if g.baseMedian > 0 {
 		g.gain = g.median/g.baseMedian - 1
 	}
 	// Three runs each at least: with fewer, ranges that do not overlap say little.
 	if len(x) >= 3 && len(base) >= 3 {
-		g.beyond = minOf(x) > maxOf(base) || maxOf(x) < minOf(base)
+		g.beyond = stats.Min(x) > stats.Max(base) || stats.Max(x) < stats.Min(base)
 	}
 	return g
 }
@@ -89,13 +92,13 @@ func (r *runner) commit(ctx context.Context) (res *ScenarioResult, err error) {
 }
 
 func (r *runner) commitDevice(ctx context.Context, lat time.Duration, secs, rounds int) (dev *CommitDevice, err error) {
-	eq := &equipment{logger: r.logger}
+	eq := equipment.New(r.logger, r.say)
 	defer func() {
-		if cerr := eq.close(); cerr != nil && err == nil {
+		if cerr := eq.Close(); cerr != nil && err == nil {
 			err = cerr
 		}
 	}()
-	scripts, err := eq.dir("", "script-")
+	scripts, err := eq.Dir("", "script-")
 	if err != nil {
 		return nil, err
 	}
@@ -103,12 +106,12 @@ func (r *runner) commitDevice(ctx context.Context, lat time.Duration, secs, roun
 	if err := os.WriteFile(script, []byte(insertScript), 0o644); err != nil {
 		return nil, fmt.Errorf("write pgbench script: %w", err)
 	}
-	disk, err := eq.disk(ctx, simdisk.Options{Latency: lat})
+	disk, err := eq.Disk(ctx, simdisk.Options{Latency: lat})
 	if err != nil {
 		return nil, err
 	}
 	base := map[string]string{"max_connections": "250"}
-	c, err := eq.cluster(ctx, lab.ClusterOptions{WALDir: filepath.Join(disk.Mountpoint(), "wal"), Settings: base})
+	c, err := eq.Cluster(ctx, lab.ClusterOptions{WALDir: filepath.Join(disk.Mountpoint(), "wal"), Settings: base})
 	if err != nil {
 		return nil, err
 	}
@@ -143,11 +146,11 @@ func (r *runner) commitDevice(ctx context.Context, lat time.Duration, secs, roun
 				if err := c.Exec(ctx, "TRUNCATE seed002"); err != nil {
 					return dev, err
 				}
-				out, err := runPgbench(ctx, c, "-n", "-f", script, "-c", strconv.Itoa(n), "-j", strconv.Itoa(min(n, 2)), "-T", strconv.Itoa(secs))
+				out, err := pgbench.Run(ctx, c, "-n", "-f", script, "-c", strconv.Itoa(n), "-j", strconv.Itoa(min(n, 2)), "-T", strconv.Itoa(secs))
 				if err != nil {
 					return dev, fmt.Errorf("%v, %s, %d clients: %w", lat, cc.Name, n, err)
 				}
-				tps, err := parseTPS(out.stdout)
+				tps, err := pgbench.ParseTPS(out.Stdout)
 				if err != nil {
 					return dev, err
 				}

@@ -1,17 +1,15 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"maps"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/pgwal-advisor/pgwal-advisor/collector/kernel"
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab"
 )
 
@@ -46,7 +44,8 @@ type Config struct {
 	// "serial" or "priority" (simdisk.QueueModel); empty is the disk's default, serial.
 	Queue string `json:"queue,omitempty"`
 	// WriterMBps limits the neighbour scenario's bulk writer to this many MB/s with an
-	// fdatasync every nbThrottleSync, as its own rate limit (or cgroup io.max) would; 0: none.
+	// fdatasync every neighbour.ThrottleSync, as its own rate limit (or cgroup io.max) would;
+	// 0: none.
 	WriterMBps int `json:"writer_mb_per_s,omitempty"`
 	// Durable is false for configurations that give up durability: they are measured as
 	// references, never candidates for "best".
@@ -173,23 +172,12 @@ func humanBytes(b float64) string {
 }
 
 // memTotal reads MemTotal from meminfo.
-func memTotal(procfs string) (int64, error) {
-	f, err := os.Open(filepath.Join(procfs, "meminfo"))
+func memTotal(ctx context.Context, procfs string) (int64, error) {
+	m, err := kernel.ReadMeminfo(ctx, procfs)
 	if err != nil {
 		return 0, fmt.Errorf("read memory size: %w", err)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "MemTotal:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			if err != nil {
-				return 0, fmt.Errorf("read memory size: %w", err)
-			}
-			return kb << 10, nil
-		}
-	}
-	return 0, fmt.Errorf("read memory size: no MemTotal in %s/meminfo", procfs)
+	return m.MemTotalBytes, nil
 }
 
 // configure makes the cluster run with exactly the given settings: what ALTER SYSTEM (the

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/pgwal-advisor/pgwal-advisor/internal/lab/neighbour"
 )
 
 // writeNeighbourTable writes the neighbour scenario's medians per configuration, and the
@@ -17,7 +19,7 @@ func writeNeighbourTable(b *strings.Builder, s *ScenarioResult) {
 		"most WAL flush time in 1 s", "waits in the stall (median run)", "Dirty peak", "Writeback peak", "bulk writer", "log fsync max"}
 	var rows [][]string
 	for _, c := range s.Configs {
-		sm := summarize(c.Neighbour)
+		sm := neighbour.Summarize(c.Neighbour)
 		if sm == nil {
 			continue
 		}
@@ -25,7 +27,7 @@ func writeNeighbourTable(b *strings.Builder, s *ScenarioResult) {
 		if sm.WriterSeconds > 0 {
 			writer = fmt.Sprintf("%.0f s", sm.WriterSeconds)
 		}
-		rows = append(rows, []string{c.Name, roles(c, s.GridBest), nbQueue(c.Config), settingsText(c.Settings, c.Kernel),
+		rows = append(rows, []string{c.Name, roles(c, s.GridBest), neighbourQueue(c.Config), settingsText(c.Settings, c.Kernel),
 			bold(fmt.Sprintf("%s (%s)", num(sm.StallSeconds), runsText(c.Runs)), c.Name == s.GridBest),
 			fmt.Sprintf("%.0f s", sm.LongestStall), ms(sm.P50MS), ms(sm.P99MS), ms(sm.MaxMS),
 			fmt.Sprintf("%s ms (%s / %s)", num(sm.WALSyncMS), num(sm.WALSyncStallMS), num(sm.WALCalmMS)),
@@ -36,10 +38,10 @@ func writeNeighbourTable(b *strings.Builder, s *ScenarioResult) {
 	b.WriteString("\nPer second of the median run (p99 commit latency of the commits scheduled in that second, ms; " +
 		"Dirty+Writeback, MiB; WAL flush time reported in that second, ms; a * marks a stall second):\n\n")
 	for _, c := range s.Configs {
-		if !c.has(RoleStart) && !c.has(RoleAdvisor) && c.Name != s.GridBest && c.Name != nbBest(s, "priority") {
+		if !c.has(RoleStart) && !c.has(RoleAdvisor) && c.Name != s.GridBest && c.Name != neighbourBest(s, "priority") {
 			continue
 		}
-		sm := summarize(c.Neighbour)
+		sm := neighbour.Summarize(c.Neighbour)
 		if sm == nil {
 			continue
 		}

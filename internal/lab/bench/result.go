@@ -6,6 +6,8 @@ import (
 	"slices"
 
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab"
+	"github.com/pgwal-advisor/pgwal-advisor/internal/lab/neighbour"
+	"github.com/pgwal-advisor/pgwal-advisor/internal/lab/stats"
 )
 
 // ScenarioResult is one scenario's figures.
@@ -51,7 +53,7 @@ type ConfigResult struct {
 	// Smooth holds seed 003's per-second throughput and latency figures.
 	Smooth *Smoothness `json:"smoothness,omitempty"`
 	// Neighbour holds the neighbour scenario's runs, in the order they ran.
-	Neighbour []*NeighbourRun `json:"neighbour_runs,omitempty"`
+	Neighbour []*neighbour.Run `json:"neighbour_runs,omitempty"`
 }
 
 // ClientsResult is seed 002's throughput at one number of clients.
@@ -160,7 +162,7 @@ func (r *runner) measureInterleaved(ctx context.Context, id string, c *lab.Clust
 			}
 			var fast []int
 			for _, i := range order {
-				if keep(median(res[i].Runs)) {
+				if keep(stats.Median(res[i].Runs)) {
 					fast = append(fast, i)
 				}
 			}
@@ -181,7 +183,7 @@ func (r *runner) measureInterleaved(ctx context.Context, id string, c *lab.Clust
 		slices.Reverse(order)
 	}
 	for i := range res {
-		res[i].Value = median(res[i].Runs)
+		res[i].Value = stats.Median(res[i].Runs)
 	}
 	return res, nil
 }
@@ -194,7 +196,7 @@ func spreadNote(res *ScenarioResult) string {
 		if !c.Durable || len(c.Runs) < 2 || c.Value <= 0 {
 			continue
 		}
-		if s := (maxOf(c.Runs) - minOf(c.Runs)) / c.Value; s > worst {
+		if s := (stats.Max(c.Runs) - stats.Min(c.Runs)) / c.Value; s > worst {
 			worst, name = s, c.Name
 		}
 	}

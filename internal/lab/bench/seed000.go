@@ -7,6 +7,8 @@ import (
 	"strconv"
 
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab"
+	"github.com/pgwal-advisor/pgwal-advisor/internal/lab/equipment"
+	"github.com/pgwal-advisor/pgwal-advisor/internal/lab/pgbench"
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab/simdisk"
 )
 
@@ -22,36 +24,36 @@ func (r *runner) seed000(ctx context.Context) (res *ScenarioResult, err error) {
 		Base:     map[string]string{},
 		Metric:   "tps", HigherIsBetter: true, Runs: r.sz.s000Runs,
 	}
-	eq := &equipment{logger: r.logger}
+	eq := equipment.New(r.logger, r.say)
 	defer func() {
-		if cerr := eq.close(); cerr != nil && err == nil {
+		if cerr := eq.Close(); cerr != nil && err == nil {
 			err = cerr
 		}
 	}()
-	disk, err := eq.disk(ctx, simdisk.Options{Latency: r.sz.latency})
+	disk, err := eq.Disk(ctx, simdisk.Options{Latency: r.sz.latency})
 	if err != nil {
 		return res, err
 	}
 	start := Config{Name: "start", Settings: map[string]string{"wal_sync_method": "open_sync"}, Durable: true}
-	c, err := eq.cluster(ctx, lab.ClusterOptions{WALDir: filepath.Join(disk.Mountpoint(), "wal"), Settings: start.Settings})
+	c, err := eq.Cluster(ctx, lab.ClusterOptions{WALDir: filepath.Join(disk.Mountpoint(), "wal"), Settings: start.Settings})
 	if err != nil {
 		return res, err
 	}
-	probe, err := probeDir(disk.Mountpoint())
+	probe, err := equipment.ProbeDir(disk.Mountpoint())
 	if err != nil {
 		return res, err
 	}
 	r.say("%s: pgbench -i -s 1", Seed000)
-	if _, err := runPgbench(ctx, c, "-i", "-q", "-s", "1"); err != nil {
+	if _, err := pgbench.Run(ctx, c, "-i", "-q", "-s", "1"); err != nil {
 		return res, err
 	}
 
 	load := func(ctx context.Context) error {
-		_, err := runPgbench(ctx, c, "-c", "1", "-T", "86400")
+		_, err := pgbench.Run(ctx, c, "-c", "1", "-T", "86400")
 		return err
 	}
 	// The applier's journal and sysctl.d file, kept across the rounds.
-	journal, err := eq.dir("", "apply-")
+	journal, err := eq.Dir("", "apply-")
 	if err != nil {
 		return res, err
 	}
@@ -75,11 +77,11 @@ func (r *runner) seed000(ctx context.Context) (res *ScenarioResult, err error) {
 	set.add(off, RoleReference)
 
 	res.Configs, err = r.measureInterleaved(ctx, Seed000, c, res.Base, set, r.sz.s000Runs, 0, nil, func(ctx context.Context, _ Config) (float64, error) {
-		out, err := runPgbench(ctx, c, "-c", "1", "-T", strconv.Itoa(secs))
+		out, err := pgbench.Run(ctx, c, "-c", "1", "-T", strconv.Itoa(secs))
 		if err != nil {
 			return 0, err
 		}
-		return parseTPS(out.stdout)
+		return pgbench.ParseTPS(out.Stdout)
 	})
 	if err != nil {
 		return res, err

@@ -6,7 +6,9 @@ import (
 	"path/filepath"
 
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab"
+	"github.com/pgwal-advisor/pgwal-advisor/internal/lab/equipment"
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab/simdisk"
+	"github.com/pgwal-advisor/pgwal-advisor/internal/lab/stats"
 )
 
 // seed001 is seed 001: a bulk insert from wal_buffers=64kB and wal_sync_method=open_datasync,
@@ -22,22 +24,22 @@ func (r *runner) seed001(ctx context.Context) (res *ScenarioResult, err error) {
 		Base:   map[string]string{"shared_buffers": "256MB"},
 		Metric: "seconds", Runs: r.sz.s001Runs,
 	}
-	eq := &equipment{logger: r.logger}
+	eq := equipment.New(r.logger, r.say)
 	defer func() {
-		if cerr := eq.close(); cerr != nil && err == nil {
+		if cerr := eq.Close(); cerr != nil && err == nil {
 			err = cerr
 		}
 	}()
-	disk, err := eq.disk(ctx, simdisk.Options{Latency: r.sz.latency})
+	disk, err := eq.Disk(ctx, simdisk.Options{Latency: r.sz.latency})
 	if err != nil {
 		return res, err
 	}
 	start := Config{Name: "start", Settings: map[string]string{"wal_buffers": "64kB", "wal_sync_method": "open_datasync"}, Durable: true}
-	c, err := eq.cluster(ctx, lab.ClusterOptions{WALDir: filepath.Join(disk.Mountpoint(), "wal"), Settings: merged(res.Base, start.Settings)})
+	c, err := eq.Cluster(ctx, lab.ClusterOptions{WALDir: filepath.Join(disk.Mountpoint(), "wal"), Settings: merged(res.Base, start.Settings)})
 	if err != nil {
 		return res, err
 	}
-	probe, err := probeDir(disk.Mountpoint())
+	probe, err := equipment.ProbeDir(disk.Mountpoint())
 	if err != nil {
 		return res, err
 	}
@@ -55,7 +57,7 @@ func (r *runner) seed001(ctx context.Context) (res *ScenarioResult, err error) {
 		return nil
 	}
 	// The applier's journal and sysctl.d file, kept across the rounds.
-	journal, err := eq.dir("", "apply-")
+	journal, err := eq.Dir("", "apply-")
 	if err != nil {
 		return res, err
 	}
@@ -90,7 +92,7 @@ func (r *runner) seed001(ctx context.Context) (res *ScenarioResult, err error) {
 		if err := c.Exec(ctx, "DROP TABLE IF EXISTS foo"); err != nil {
 			return 0, err
 		}
-		if err := checkpoint(ctx, c); err != nil {
+		if err := equipment.Checkpoint(ctx, c); err != nil {
 			return 0, err
 		}
 		d, err := c.BulkInsert(ctx, "foo", rows)
@@ -134,8 +136,8 @@ func seed001Targets(res *ScenarioResult) []Target {
 	near.Scored, fast.Scored = true, true
 	near.Met = adv.Value <= 1.2*best.Value
 	near.Got = fmt.Sprintf("advisor %.2f s vs best (%s) %.2f s: %.2fx", adv.Value, best.Name, best.Value, adv.Value/best.Value)
-	if alo, ahi, ok := interval95(adv.Runs); ok {
-		if blo, bhi, ok := interval95(best.Runs); ok {
+	if alo, ahi, ok := stats.Interval95(adv.Runs); ok {
+		if blo, bhi, ok := stats.Interval95(best.Runs); ok {
 			verdict := "overlap"
 			if ahi < blo || bhi < alo {
 				verdict = "separate"

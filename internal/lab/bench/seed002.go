@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab"
+	"github.com/pgwal-advisor/pgwal-advisor/internal/lab/equipment"
+	"github.com/pgwal-advisor/pgwal-advisor/internal/lab/pgbench"
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab/simdisk"
 )
 
@@ -31,21 +33,21 @@ func (r *runner) seed002(ctx context.Context) (res *ScenarioResult, err error) {
 		Base:   map[string]string{"max_connections": "150"},
 		Metric: fmt.Sprintf("tps at %d clients", top), HigherIsBetter: true, Runs: 1,
 	}
-	eq := &equipment{logger: r.logger}
+	eq := equipment.New(r.logger, r.say)
 	defer func() {
-		if cerr := eq.close(); cerr != nil && err == nil {
+		if cerr := eq.Close(); cerr != nil && err == nil {
 			err = cerr
 		}
 	}()
-	disk, err := eq.disk(ctx, simdisk.Options{Latency: r.sz.latency})
+	disk, err := eq.Disk(ctx, simdisk.Options{Latency: r.sz.latency})
 	if err != nil {
 		return res, err
 	}
-	shm, err := eq.dir(sourceParent(), "tmpfs-")
+	shm, err := eq.Dir(equipment.SourceParent(), "tmpfs-")
 	if err != nil {
 		return res, err
 	}
-	scripts, err := eq.dir("", "script-")
+	scripts, err := eq.Dir("", "script-")
 	if err != nil {
 		return res, err
 	}
@@ -55,11 +57,11 @@ func (r *runner) seed002(ctx context.Context) (res *ScenarioResult, err error) {
 	}
 
 	start := Config{Name: "start", Settings: map[string]string{}, Durable: true}
-	c, err := eq.cluster(ctx, lab.ClusterOptions{WALDir: filepath.Join(disk.Mountpoint(), "wal"), Settings: res.Base})
+	c, err := eq.Cluster(ctx, lab.ClusterOptions{WALDir: filepath.Join(disk.Mountpoint(), "wal"), Settings: res.Base})
 	if err != nil {
 		return res, err
 	}
-	tc, err := eq.cluster(ctx, lab.ClusterOptions{WALDir: filepath.Join(shm, "wal"), Settings: res.Base})
+	tc, err := eq.Cluster(ctx, lab.ClusterOptions{WALDir: filepath.Join(shm, "wal"), Settings: res.Base})
 	if err != nil {
 		return res, err
 	}
@@ -69,11 +71,11 @@ func (r *runner) seed002(ctx context.Context) (res *ScenarioResult, err error) {
 		}
 	}
 	insert := func(ctx context.Context, cl *lab.Cluster, n int, secs int) (float64, error) {
-		out, err := runPgbench(ctx, cl, "-n", "-f", script, "-c", strconv.Itoa(n), "-j", strconv.Itoa(min(n, 2)), "-T", strconv.Itoa(secs))
+		out, err := pgbench.Run(ctx, cl, "-n", "-f", script, "-c", strconv.Itoa(n), "-j", strconv.Itoa(min(n, 2)), "-T", strconv.Itoa(secs))
 		if err != nil {
 			return 0, err
 		}
-		return parseTPS(out.stdout)
+		return pgbench.ParseTPS(out.Stdout)
 	}
 	loadWith := func(cl *lab.Cluster, n int) func(context.Context) error {
 		return func(ctx context.Context) error {
@@ -85,12 +87,12 @@ func (r *runner) seed002(ctx context.Context) (res *ScenarioResult, err error) {
 	// The advisor watches the durable cluster under the most clients, and the tmpfs cluster
 	// just long enough for its storage facts: wal-on-volatile-storage judges a configuration
 	// fact from one snapshot, so a short window is sufficient there.
-	diskProbe, err := probeDir(disk.Mountpoint())
+	diskProbe, err := equipment.ProbeDir(disk.Mountpoint())
 	if err != nil {
 		return res, err
 	}
 	// The applier's journal and sysctl.d file, kept across the rounds.
-	journal, err := eq.dir("", "apply-")
+	journal, err := eq.Dir("", "apply-")
 	if err != nil {
 		return res, err
 	}
@@ -100,7 +102,7 @@ func (r *runner) seed002(ctx context.Context) (res *ScenarioResult, err error) {
 	if err != nil {
 		return res, err
 	}
-	shmProbe, err := probeDir(shm)
+	shmProbe, err := equipment.ProbeDir(shm)
 	if err != nil {
 		return res, err
 	}

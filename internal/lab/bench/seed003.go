@@ -1,20 +1,21 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pgwal-advisor/pgwal-advisor/collector/kernel"
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab"
+	"github.com/pgwal-advisor/pgwal-advisor/internal/lab/equipment"
+	"github.com/pgwal-advisor/pgwal-advisor/internal/lab/pgbench"
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab/simdisk"
+	"github.com/pgwal-advisor/pgwal-advisor/internal/lab/stats"
 )
 
 // Seed 003's device (docs/benchmarks.md, "Seed 003"): bandwidth-limited, 1 ms per sync, under
@@ -41,9 +42,9 @@ func (r *runner) seed003(ctx context.Context) (res *ScenarioResult, err error) {
 		// The figure configurations are ranked by; the target is on the worst second.
 		Metric: "worst second / median", HigherIsBetter: true, Runs: 1,
 	}
-	eq := &equipment{logger: r.logger}
+	eq := equipment.New(r.logger, r.say)
 	defer func() {
-		if cerr := eq.close(); cerr != nil && err == nil {
+		if cerr := eq.Close(); cerr != nil && err == nil {
 			err = cerr
 		}
 	}()
@@ -52,19 +53,19 @@ func (r *runner) seed003(ctx context.Context) (res *ScenarioResult, err error) {
 		size = 2 << 30
 	}
 	start := Config{Name: "start", Durable: true, Settings: map[string]string{"checkpoint_flush_after": "0", "bgwriter_flush_after": "0"}}
-	st, err := r.loopStack(ctx, eq, Seed003, simdisk.Options{Latency: s003Latency, BandwidthBytesPerSec: s003Bandwidth}, size,
+	st, err := eq.LoopStack(ctx, Seed003, simdisk.Options{Latency: s003Latency, BandwidthBytesPerSec: s003Bandwidth}, size,
 		merged(res.Base, start.Settings), scale)
 	if err != nil {
 		return res, err
 	}
-	if st.note != "" {
-		res.Notes = append(res.Notes, st.note)
+	if st.Note != "" {
+		res.Notes = append(res.Notes, st.Note)
 	}
-	c, probe := st.c, st.probe
+	c, probe := st.Cluster, st.Probe
 
 	rateArgs := []string{"-n", "-c", strconv.Itoa(s003Clients), "-j", "2", "-R", strconv.Itoa(rate)}
 	load := func(ctx context.Context) error {
-		_, err := runPgbench(ctx, c, append(rateArgs, "-T", "86400")...)
+		_, err := pgbench.Run(ctx, c, append(rateArgs, "-T", "86400")...)
 		return err
 	}
 	// The checkpoint rules count checkpoints in the window; checkpoint_timeout is 30 s, so
@@ -74,7 +75,7 @@ func (r *runner) seed003(ctx context.Context) (res *ScenarioResult, err error) {
 		window = max(window, 65*time.Second)
 	}
 	// The applier's journal and sysctl.d file, kept across the rounds.
-	journal, err := eq.dir("", "apply-")
+	journal, err := eq.Dir("", "apply-")
 	if err != nil {
 		return res, err
 	}
@@ -145,7 +146,7 @@ func seed003Target(res *ScenarioResult) Target {
 
 // smoothRun runs the rate-limited pgbench once from a fresh checkpoint and measures it.
 func (r *runner) smoothRun(ctx context.Context, c *lab.Cluster, rateArgs []string, secs int, logPrefix string) (*Smoothness, error) {
-	if err := checkpoint(ctx, c); err != nil {
+	if err := equipment.Checkpoint(ctx, c); err != nil {
 		return nil, err
 	}
 	unix.Sync()
@@ -164,10 +165,10 @@ func (r *runner) smoothRun(ctx context.Context, c *lab.Cluster, rateArgs []strin
 		peak = dirtyPeak(peakCtx, r.opts.ProcFS)
 	}()
 	args := append(append([]string{}, rateArgs...), "-P", "1", "-T", strconv.Itoa(secs), "-l", "--log-prefix", logPrefix)
-	out, err := runPgbench(ctx, c, args...)
+	out, err := pgbench.Run(ctx, c, args...)
 	stopPeak()
 	wg.Wait()
-	defer removeLogs(logPrefix)
+	defer pgbench.RemoveLogs(logPrefix)
 	if err != nil {
 		return nil, err
 	}
@@ -175,15 +176,16 @@ func (r *runner) smoothRun(ctx context.Context, c *lab.Cluster, rateArgs []strin
 	if err != nil {
 		return nil, err
 	}
-	per := parseProgress(out.stderr)
-	if len(per) == 0 {
-		return nil, fmt.Errorf("no progress lines in pgbench's output: %s", tail(out.stderr, 4))
-	}
-	lat, err := readLatencies(logPrefix)
+	per, err := pgbench.ParseProgress(out.Stderr)
 	if err != nil {
 		return nil, err
 	}
-	med := median(per)
+	txns, err := pgbench.ReadLog(logPrefix)
+	if err != nil {
+		return nil, err
+	}
+	lat := pgbench.Latencies(txns)
+	med := stats.Median(per)
 	below := 0
 	for _, v := range per {
 		if v < med/2 {
@@ -191,19 +193,12 @@ func (r *runner) smoothRun(ctx context.Context, c *lab.Cluster, rateArgs []strin
 		}
 	}
 	return &Smoothness{
-		Seconds: len(per), PerSecond: per, MedianTPS: med, WorstSecond: minOf(per), P5TPS: percentile(per, 5),
+		Seconds: len(per), PerSecond: per, MedianTPS: med, WorstSecond: stats.Min(per), P5TPS: stats.Percentile(per, 5),
 		SecondsBelowHalf: below, Transactions: len(lat),
-		P99LatencyMS: percentile(lat, 99) / 1000, MaxLatencyMS: maxOf(lat) / 1000,
+		P99LatencyMS: stats.Percentile(lat, 99) / 1000, MaxLatencyMS: stats.Max(lat) / 1000,
 		Checkpoints: after.count - before.count, CheckpointSyncSeconds: (after.syncMS - before.syncMS) / 1000,
 		DirtyPeakBytes: peak,
 	}, nil
-}
-
-func removeLogs(prefix string) {
-	files, _ := filepath.Glob(prefix + ".*")
-	for _, f := range files {
-		_ = os.Remove(f)
-	}
 }
 
 type cpStats struct {
@@ -240,8 +235,8 @@ func dirtyPeak(ctx context.Context, procfs string) int64 {
 	t := time.NewTicker(250 * time.Millisecond)
 	defer t.Stop()
 	for {
-		if v, err := dirtyWriteback(procfs); err == nil {
-			peak = max(peak, v)
+		if m, err := kernel.ReadMeminfo(ctx, procfs); err == nil {
+			peak = max(peak, m.DirtyBytes+m.WritebackBytes)
 		}
 		select {
 		case <-ctx.Done():
@@ -249,26 +244,4 @@ func dirtyPeak(ctx context.Context, procfs string) int64 {
 		case <-t.C:
 		}
 	}
-}
-
-func dirtyWriteback(procfs string) (int64, error) {
-	f, err := os.Open(filepath.Join(procfs, "meminfo"))
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	var sum int64
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		name, rest, ok := strings.Cut(sc.Text(), ":")
-		if !ok || (name != "Dirty" && name != "Writeback") {
-			continue
-		}
-		kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-		if err != nil {
-			return 0, err
-		}
-		sum += kb << 10
-	}
-	return sum, sc.Err()
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab"
+	"github.com/pgwal-advisor/pgwal-advisor/internal/lab/equipment"
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab/simdisk"
 	"github.com/pgwal-advisor/pgwal-advisor/rules"
 )
@@ -164,7 +165,7 @@ func (r *runner) timing(ctx context.Context, c *lab.Cluster, walDir, probeDir st
 	if err := c.Exec(ctx, "DROP TABLE IF EXISTS timing_load"); err != nil {
 		return nil, err
 	}
-	if err := checkpoint(ctx, c); err != nil {
+	if err := equipment.Checkpoint(ctx, c); err != nil {
 		return nil, err
 	}
 	addr, err := lab.FreeAddr()
@@ -366,23 +367,23 @@ func (r *runner) timingScenario(ctx context.Context) (res *ScenarioResult, err e
 		Base:   map[string]string{"shared_buffers": "256MB"},
 		Metric: "seconds",
 	}
-	eq := &equipment{logger: r.logger}
+	eq := equipment.New(r.logger, r.say)
 	defer func() {
-		if cerr := eq.close(); cerr != nil && err == nil {
+		if cerr := eq.Close(); cerr != nil && err == nil {
 			err = cerr
 		}
 	}()
-	disk, err := eq.disk(ctx, simdisk.Options{Latency: r.sz.latency})
+	disk, err := eq.Disk(ctx, simdisk.Options{Latency: r.sz.latency})
 	if err != nil {
 		return res, err
 	}
 	walDir := filepath.Join(disk.Mountpoint(), "wal")
-	c, err := eq.cluster(ctx, lab.ClusterOptions{WALDir: walDir,
+	c, err := eq.Cluster(ctx, lab.ClusterOptions{WALDir: walDir,
 		Settings: merged(res.Base, map[string]string{"wal_buffers": "64kB", "wal_sync_method": "open_datasync"})})
 	if err != nil {
 		return res, err
 	}
-	probe, err := probeDir(disk.Mountpoint())
+	probe, err := equipment.ProbeDir(disk.Mountpoint())
 	if err != nil {
 		return res, err
 	}

@@ -1,4 +1,4 @@
-package main
+package benchprobe
 
 import (
 	"fmt"
@@ -38,21 +38,20 @@ type results struct {
 	Notes              []string    `json:"notes,omitempty"`
 }
 
-func newResults(o options, args []string) *results {
+func newResults(o Options) *results {
 	var u unix.Utsname
 	kernel := ""
 	if unix.Uname(&u) == nil {
 		kernel = unix.ByteSliceToString(u.Release[:])
 	}
-	cmd := append([]string{"go run ./internal/lab/benchprobe"}, args...)
 	return &results{
 		Date:               time.Now().UTC().Truncate(time.Second),
-		Command:            strings.Join(cmd, " "),
+		Command:            o.Command,
 		Kernel:             kernel,
 		CPUs:               runtime.NumCPU(),
-		PGTestFsync:        o.pgTestFsync,
-		PGSecs:             o.pgSecs,
-		ProbeBudgetSeconds: o.probeDuration.Seconds(),
+		PGTestFsync:        o.PGTestFsync,
+		PGSecs:             o.PGSecs,
+		ProbeBudgetSeconds: o.ProbeDuration.Seconds(),
 	}
 }
 

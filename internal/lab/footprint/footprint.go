@@ -1,25 +1,23 @@
-// Command footprint measures what pgwal-advisor costs the host it runs on (docs/http.md,
+// Package footprint measures what pgwal-advisor costs the host it runs on (docs/http.md,
 // "Footprint"): the daemon's CPU share of one core and its RSS at the default interval, the
 // latency of /metrics under 50 concurrent scrapers (wrk), and pgbench's tps with and without
-// the daemon. It prints figures, it does not judge them; scripts/bench-footprint.sh builds the
-// binary and runs it.
+// the daemon. It prints figures, it does not judge them: `pgwal-lab bench-footprint`, which
+// scripts/bench-footprint.sh runs after building the daemon and installing wrk.
 //
 // "Without the daemon" means the daemon stopped with SIGSTOP: it keeps its idle connection and
 // its memory but does nothing, so the runs differ only in what the daemon does. Runs alternate
 // (off, on, on, off, ...) so that drift in the machine's state hits both sides alike.
-package main
+package footprint
 
 import (
 	"bufio"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
-	"os/signal"
 	"regexp"
 	"slices"
 	"strconv"
@@ -28,49 +26,37 @@ import (
 	"time"
 
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab"
+	"github.com/pgwal-advisor/pgwal-advisor/internal/lab/pgbench"
+	"github.com/pgwal-advisor/pgwal-advisor/internal/lab/stats"
 )
 
 // userHZ is the unit of /proc/<pid>/stat's utime and stime: USER_HZ, 100 on every Linux
 // architecture's user-space ABI.
 const userHZ = 100
 
-type options struct {
-	bin            string
-	warmup         time.Duration
-	steady         time.Duration
-	wrkDuration    time.Duration
-	wrkConnections int
-	wrkThreads     int
-	runs           int
-	pgbenchTime    time.Duration
-	pgbenchClients int
-	scale          int
+// Options say what to run and for how long; pgwal-lab bench-footprint's flags set them.
+type Options struct {
+	// Bin is the pgwal-advisor binary.
+	Bin string
+	// Warmup is the time after the daemon is ready before measuring (its first probe burst
+	// runs at start); Steady the steady-state window for CPU and RSS.
+	Warmup, Steady time.Duration
+	// wrk's run against /metrics: its length, concurrent scrapers and threads.
+	WrkDuration    time.Duration
+	WrkConnections int
+	WrkThreads     int
+	// Pairs of pgbench runs with and without the daemon (0: none), each PgbenchTime long with
+	// PgbenchClients clients, at pgbench scale Scale.
+	Runs           int
+	PgbenchTime    time.Duration
+	PgbenchClients int
+	Scale          int
 }
 
-func main() {
-	var o options
-	flag.StringVar(&o.bin, "bin", "bin/pgwal-advisor", "the pgwal-advisor binary")
-	flag.DurationVar(&o.warmup, "warmup", 10*time.Second, "time after the daemon is ready before measuring (its first probe burst runs at start)")
-	flag.DurationVar(&o.steady, "steady", 60*time.Second, "steady-state window for CPU and RSS")
-	flag.DurationVar(&o.wrkDuration, "wrk.duration", 10*time.Second, "wrk's run against /metrics")
-	flag.IntVar(&o.wrkConnections, "wrk.connections", 50, "concurrent scrapers")
-	flag.IntVar(&o.wrkThreads, "wrk.threads", 2, "wrk threads")
-	flag.IntVar(&o.runs, "pgbench.pairs", 5, "pgbench runs with and without the daemon (each)")
-	flag.DurationVar(&o.pgbenchTime, "pgbench.time", 20*time.Second, "length of each pgbench run")
-	flag.IntVar(&o.pgbenchClients, "pgbench.clients", 4, "pgbench clients")
-	flag.IntVar(&o.scale, "pgbench.scale", 10, "pgbench scale factor")
-	flag.Parse()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, o, os.Stdout)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "footprint:", err)
-		os.Exit(1)
-	}
-}
-
-func run(ctx context.Context, o options, out io.Writer) error {
-	for _, tool := range []string{o.bin, "wrk"} {
+// Run measures and prints the progress and the figures to out. Everything it starts (the
+// cluster, the daemon) is stopped when it returns.
+func Run(ctx context.Context, o Options, out io.Writer) error {
+	for _, tool := range []string{o.Bin, "wrk"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			return fmt.Errorf("%s: %w (build with `go build -o bin/pgwal-advisor ./cmd/pgwal-advisor`; apt-get install wrk)", tool, err)
 		}
@@ -89,16 +75,16 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	}
 	defer os.RemoveAll(probeDir)
 
-	fmt.Fprintf(out, "pgbench -i -s %d\n", o.scale)
-	if b, err := c.Command(ctx, "pgbench", "-i", "-q", "-s", strconv.Itoa(o.scale)).CombinedOutput(); err != nil {
-		return fmt.Errorf("pgbench -i: %w: %s", err, b)
+	fmt.Fprintf(out, "pgbench -i -s %d\n", o.Scale)
+	if _, err := pgbench.Run(ctx, c, "-i", "-q", "-s", strconv.Itoa(o.Scale)); err != nil {
+		return err
 	}
 
 	addr, err := lab.FreeAddr()
 	if err != nil {
 		return err
 	}
-	daemon := exec.CommandContext(ctx, o.bin, "run", "--dsn", c.DSN(), "--web.listen-address", addr,
+	daemon := exec.CommandContext(ctx, o.Bin, "run", "--dsn", c.DSN(), "--web.listen-address", addr,
 		"--probe.dir", probeDir, "--log.level", "warn")
 	daemon.Stderr = os.Stderr
 	if err := daemon.Start(); err != nil {
@@ -126,7 +112,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := lab.Sleep(ctx, o.warmup); err != nil {
+	if err := lab.Sleep(ctx, o.Warmup); err != nil {
 		return err
 	}
 	cpu0, err := cpuSeconds(pid)
@@ -134,8 +120,8 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		return err
 	}
 	t0 := time.Now()
-	fmt.Fprintf(out, "steady state for %v\n", o.steady)
-	if err := lab.Sleep(ctx, o.steady); err != nil {
+	fmt.Fprintf(out, "steady state for %v\n", o.Steady)
+	if err := lab.Sleep(ctx, o.Steady); err != nil {
 		return err
 	}
 	cpu1, err := cpuSeconds(pid)
@@ -155,9 +141,9 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	if err := settle(ctx, c); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "wrk -t%d -c%d -d%v --latency %s/metrics\n", o.wrkThreads, o.wrkConnections, o.wrkDuration, base)
-	wrkOut, err := exec.CommandContext(ctx, "wrk", fmt.Sprintf("-t%d", o.wrkThreads), fmt.Sprintf("-c%d", o.wrkConnections),
-		fmt.Sprintf("-d%ds", int(o.wrkDuration.Seconds())), "--latency", base+"/metrics").CombinedOutput()
+	fmt.Fprintf(out, "wrk -t%d -c%d -d%v --latency %s/metrics\n", o.WrkThreads, o.WrkConnections, o.WrkDuration, base)
+	wrkOut, err := exec.CommandContext(ctx, "wrk", fmt.Sprintf("-t%d", o.WrkThreads), fmt.Sprintf("-c%d", o.WrkConnections),
+		fmt.Sprintf("-d%ds", int(o.WrkDuration.Seconds())), "--latency", base+"/metrics").CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("wrk: %w: %s", err, wrkOut)
 	}
@@ -167,16 +153,16 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(out, "wrk: p99 %s, %.0f requests/s\n", p99, rps)
-	if o.runs == 0 {
+	if o.Runs == 0 {
 		return nil
 	}
 
 	// A first run warms the caches and the tables; it is not counted.
-	if _, err := pgbench(ctx, c, o); err != nil {
+	if _, err := runPgbench(ctx, c, o); err != nil {
 		return err
 	}
 	var with, without []float64
-	for i := 0; i < 2*o.runs; i++ {
+	for i := 0; i < 2*o.Runs; i++ {
 		// off, on, on, off, off, on, ...: each side gets early and late runs.
 		on := i%4 == 1 || i%4 == 2
 		sig, label := syscall.SIGSTOP, "without"
@@ -186,7 +172,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		if err := syscall.Kill(pid, sig); err != nil {
 			return fmt.Errorf("signal the daemon: %w", err)
 		}
-		tps, err := pgbench(ctx, c, o)
+		tps, err := runPgbench(ctx, c, o)
 		if err != nil {
 			return err
 		}
@@ -203,10 +189,10 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	fmt.Fprintln(out)
 	fmt.Fprintln(out, "pgwal-advisor footprint")
 	fmt.Fprintf(out, "  CPU, steady state (%.0f s):        %.3f %% of one core\n", elapsed, 100*(cpu1-cpu0)/elapsed)
-	fmt.Fprintf(out, "  CPU, first %v (probe burst):      %.3f %% of one core\n", o.warmup, 100*(cpu0-startCPU)/o.warmup.Seconds())
+	fmt.Fprintf(out, "  CPU, first %v (probe burst):      %.3f %% of one core\n", o.Warmup, 100*(cpu0-startCPU)/o.Warmup.Seconds())
 	fmt.Fprintf(out, "  RSS, steady state:                 %.1f MB (peak %.1f MB; %.1f MB after wrk)\n", rss/1e6, hwm/1e6, hwmAfterWrk/1e6)
 	fmt.Fprintf(out, "  /metrics:                          %d bytes\n", size)
-	fmt.Fprintf(out, "  /metrics p99, %d scrapers:         %s (%.0f requests/s, non-2xx: %s)\n", o.wrkConnections, p99, rps, non2xx)
+	fmt.Fprintf(out, "  /metrics p99, %d scrapers:         %s (%.0f requests/s, non-2xx: %s)\n", o.WrkConnections, p99, rps, non2xx)
 	// The i-th runs with and without the daemon are neighbours in time (off, on | on, off | ...):
 	// their ratio cancels most of the drift.
 	var paired []float64
@@ -214,8 +200,8 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		paired = append(paired, with[i]/without[i])
 	}
 	fmt.Fprintf(out, "  pgbench tps without / with:        %.1f / %.1f (ratio of means %.4f, %+.2f %%; of medians %.4f)\n",
-		mean(without), mean(with), ratio, 100*(ratio-1), median(with)/median(without))
-	fmt.Fprintf(out, "  pgbench paired ratios (with/without): %s, median %.4f\n", formatRatios(paired), median(paired))
+		mean(without), mean(with), ratio, 100*(ratio-1), stats.Median(with)/stats.Median(without))
+	fmt.Fprintf(out, "  pgbench paired ratios (with/without): %s, median %.4f\n", formatRatios(paired), stats.Median(paired))
 	fmt.Fprintf(out, "  pgbench run-to-run spread:         without %.1f-%.1f, with %.1f-%.1f tps\n",
 		slices.Min(without), slices.Max(without), slices.Min(with), slices.Max(with))
 	fmt.Fprintf(out, "  probe duty cycle (documented):     2 s / 5 min = %.2f %% of the time\n", 100*2.0/300)
@@ -303,22 +289,18 @@ func settle(ctx context.Context, c *lab.Cluster) error {
 	return nil
 }
 
-// pgbench runs the default TPC-B-like workload after settling (so that no run inherits
+// runPgbench runs the default TPC-B-like workload after settling (so that no run inherits
 // another's dirty pages) and returns its tps.
-func pgbench(ctx context.Context, c *lab.Cluster, o options) (float64, error) {
+func runPgbench(ctx context.Context, c *lab.Cluster, o Options) (float64, error) {
 	if err := settle(ctx, c); err != nil {
 		return 0, err
 	}
-	clients := strconv.Itoa(o.pgbenchClients)
-	b, err := c.Command(ctx, "pgbench", "-n", "-c", clients, "-j", clients, "-T", strconv.Itoa(int(o.pgbenchTime.Seconds()))).CombinedOutput()
+	clients := strconv.Itoa(o.PgbenchClients)
+	out, err := pgbench.Run(ctx, c, "-n", "-c", clients, "-j", clients, "-T", strconv.Itoa(int(o.PgbenchTime.Seconds())))
 	if err != nil {
-		return 0, fmt.Errorf("pgbench: %w: %s", err, b)
+		return 0, err
 	}
-	m := regexp.MustCompile(`tps = ([0-9.]+)`).FindSubmatch(b)
-	if m == nil {
-		return 0, fmt.Errorf("no tps in pgbench's output: %s", b)
-	}
-	return strconv.ParseFloat(string(m[1]), 64)
+	return pgbench.ParseTPS(out.Stdout)
 }
 
 func formatRatios(xs []float64) string {
@@ -327,14 +309,6 @@ func formatRatios(xs []float64) string {
 		parts[i] = strconv.FormatFloat(x, 'f', 3, 64)
 	}
 	return strings.Join(parts, " ")
-}
-
-func median(xs []float64) float64 {
-	s := slices.Sorted(slices.Values(xs))
-	if n := len(s); n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 func mean(xs []float64) float64 {

@@ -1,21 +1,20 @@
-// Command scrapebench measures what a scrape of /metrics costs, side by side: pgwal-advisor and
+// Package scrapebench measures what a scrape of /metrics costs, side by side: pgwal-advisor and
 // Debian's prometheus-postgres-exporter watching one throwaway cluster, each loaded in turn by
 // wrk (50 connections, 10 s by default) on loopback, in interleaved rounds so that drift in a
 // shared machine's load hits both sides alike. It prints p50, p99 and requests/s per round and
-// per side, and the machine's load average around each run; it does not judge them.
-// scripts/bench-scrape.sh builds the binary, installs what is missing and runs it.
-package main
+// per side, and the machine's load average around each run; it does not judge them:
+// `pgwal-lab bench-scrape`, which scripts/bench-scrape.sh runs after building the daemon and
+// installing what is missing.
+package scrapebench
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
-	"os/signal"
 	"regexp"
 	"slices"
 	"strconv"
@@ -24,38 +23,25 @@ import (
 	"time"
 
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab"
+	"github.com/pgwal-advisor/pgwal-advisor/internal/lab/stats"
 )
 
-type options struct {
-	bin, exporter string
-	compare       string
-	rounds        int
-	duration      time.Duration
-	connections   int
-	threads       int
-	warmup        time.Duration
-	gzip          bool
-}
-
-func main() {
-	var o options
-	flag.StringVar(&o.bin, "bin", "bin/pgwal-advisor", "the pgwal-advisor binary")
-	flag.StringVar(&o.compare, "compare", "", "another pgwal-advisor binary (say, an older build) to measure beside the first")
-	flag.StringVar(&o.exporter, "exporter", "prometheus-postgres-exporter", "Debian's postgres_exporter binary")
-	flag.IntVar(&o.rounds, "rounds", 5, "interleaved rounds (each side once a round)")
-	flag.DurationVar(&o.duration, "duration", 10*time.Second, "wrk's run against each side")
-	flag.IntVar(&o.connections, "connections", 50, "concurrent connections")
-	flag.IntVar(&o.threads, "threads", 2, "wrk threads")
-	flag.DurationVar(&o.warmup, "warmup", 20*time.Second, "time after both are ready before the first round (the daemon's first probe burst runs at start)")
-	flag.BoolVar(&o.gzip, "gzip", true, "send Accept-Encoding: gzip, as Prometheus does")
-	flag.Parse()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, o, os.Stdout)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "scrapebench:", err)
-		os.Exit(1)
-	}
+// Options say what to measure and how hard; pgwal-lab bench-scrape's flags set them.
+type Options struct {
+	// Bin is the pgwal-advisor binary; Compare another one (say, an older build) measured
+	// beside it ("": none); Exporter Debian's postgres_exporter binary.
+	Bin, Compare, Exporter string
+	// Rounds are interleaved (each side once a round), each wrk run Duration long with
+	// Connections connections and Threads threads.
+	Rounds      int
+	Duration    time.Duration
+	Connections int
+	Threads     int
+	// Warmup is the time after all are ready before the first round (the daemon's first
+	// probe burst runs at start).
+	Warmup time.Duration
+	// Gzip sends Accept-Encoding: gzip, as Prometheus does.
+	Gzip bool
 }
 
 // side is one exporter under test.
@@ -72,10 +58,12 @@ type result struct {
 	loadBefore, loadAt string
 }
 
-func run(ctx context.Context, o options, out io.Writer) error {
-	tools := []string{o.bin, o.exporter, "wrk"}
-	if o.compare != "" {
-		tools = append(tools, o.compare)
+// Run measures and prints each round and the summary table to out. Everything it starts (the
+// cluster, the daemons, the exporter) is stopped when it returns.
+func Run(ctx context.Context, o Options, out io.Writer) error {
+	tools := []string{o.Bin, o.Exporter, "wrk"}
+	if o.Compare != "" {
+		tools = append(tools, o.Compare)
 	}
 	for _, tool := range tools {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -93,26 +81,26 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	}
 	defer os.RemoveAll(probeDir)
 
-	advisorAddr, stopAdvisor, err := startAdvisor(ctx, o.bin, c, probeDir)
+	advisorAddr, stopAdvisor, err := startAdvisor(ctx, o.Bin, c, probeDir)
 	if err != nil {
 		return err
 	}
 	defer stopAdvisor()
 	sides := []*side{{name: "pgwal-advisor", url: "http://" + advisorAddr + "/metrics", ready: "http://" + advisorAddr + "/readyz"}}
-	if o.compare != "" {
-		addr, stop, err := startAdvisor(ctx, o.compare, c, probeDir)
+	if o.Compare != "" {
+		addr, stop, err := startAdvisor(ctx, o.Compare, c, probeDir)
 		if err != nil {
 			return err
 		}
 		defer stop()
-		sides = append(sides, &side{name: "pgwal-advisor (-compare)", url: "http://" + addr + "/metrics", ready: "http://" + addr + "/readyz"})
+		sides = append(sides, &side{name: "pgwal-advisor (--compare)", url: "http://" + addr + "/metrics", ready: "http://" + addr + "/readyz"})
 	}
 	exporterAddr, err := lab.FreeAddr()
 	if err != nil {
 		return err
 	}
 	// postgres_exporter at Debian's defaults, over TCP on loopback.
-	exporter := exec.CommandContext(ctx, o.exporter, "--web.listen-address", exporterAddr, "--log.level", "warn")
+	exporter := exec.CommandContext(ctx, o.Exporter, "--web.listen-address", exporterAddr, "--log.level", "warn")
 	exporter.Env = append(os.Environ(), "DATA_SOURCE_NAME="+c.URL())
 	stopExporter, err := start(ctx, exporter)
 	if err != nil {
@@ -122,7 +110,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 
 	exporterURL := "http://" + exporterAddr + "/metrics"
 	sides = append(sides,
-		&side{name: "postgres_exporter " + exporterVersion(ctx, o.exporter), url: exporterURL, ready: exporterURL},
+		&side{name: "postgres_exporter " + exporterVersion(ctx, o.Exporter), url: exporterURL, ready: exporterURL},
 		// The control: the same daemon's smallest answer. What it costs is the machine's and the
 		// HTTP stack's share of every figure above it, with nothing of /metrics in it.
 		&side{name: "control: pgwal-advisor /healthz", url: "http://" + advisorAddr + "/healthz", ready: "http://" + advisorAddr + "/healthz"})
@@ -131,7 +119,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 			return err
 		}
 	}
-	if err := lab.Sleep(ctx, o.warmup); err != nil {
+	if err := lab.Sleep(ctx, o.Warmup); err != nil {
 		return err
 	}
 	for _, s := range sides {
@@ -142,12 +130,12 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		fmt.Fprintf(out, "%s: %s, %d bytes, %d samples\n", s.name, s.url, size, series)
 	}
 	header := ""
-	if o.gzip {
+	if o.Gzip {
 		header = ` -H "Accept-Encoding: gzip"`
 	}
-	fmt.Fprintf(out, "wrk -t%d -c%d -d%ds --latency --timeout 30s%s <url>, %d interleaved rounds; CPUs: %d\n", o.threads, o.connections, int(o.duration.Seconds()), header, o.rounds, numCPU())
+	fmt.Fprintf(out, "wrk -t%d -c%d -d%ds --latency --timeout 30s%s <url>, %d interleaved rounds; CPUs: %d\n", o.Threads, o.Connections, int(o.Duration.Seconds()), header, o.Rounds, numCPU())
 
-	for round := range o.rounds {
+	for round := range o.Rounds {
 		// Rotate which side goes first, so that none always follows the same neighbour's load.
 		order := append(slices.Clone(sides[round%len(sides):]), sides[:round%len(sides)]...)
 		for _, s := range order {
@@ -205,14 +193,14 @@ func exporterVersion(ctx context.Context, bin string) string {
 	return "(version unknown)"
 }
 
-func wrk(ctx context.Context, o options, url string) (result, error) {
+func wrk(ctx context.Context, o Options, url string) (result, error) {
 	r := result{loadBefore: loadAverage()}
-	args := []string{"-t" + strconv.Itoa(o.threads), "-c" + strconv.Itoa(o.connections),
-		"-d" + strconv.Itoa(int(o.duration.Seconds())) + "s", "--latency",
+	args := []string{"-t" + strconv.Itoa(o.Threads), "-c" + strconv.Itoa(o.Connections),
+		"-d" + strconv.Itoa(int(o.Duration.Seconds())) + "s", "--latency",
 		// wrk's default timeout (2 s) would count postgres_exporter's slowest answers as errors
 		// and cut its percentiles off at 2 s.
 		"--timeout", "30s"}
-	if o.gzip {
+	if o.Gzip {
 		args = append(args, "-H", "Accept-Encoding: gzip")
 	}
 	b, err := exec.CommandContext(ctx, "wrk", append(args, url)...).CombinedOutput()
@@ -255,12 +243,7 @@ func wrkDuration(report, pct string) (time.Duration, error) {
 }
 
 func spread(xs []float64, format func(float64) string) string {
-	s := slices.Sorted(slices.Values(xs))
-	med := s[len(s)/2]
-	if len(s)%2 == 0 {
-		med = (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	return fmt.Sprintf("%s (%s-%s)", format(med), format(s[0]), format(s[len(s)-1]))
+	return fmt.Sprintf("%s (%s-%s)", format(stats.Median(xs)), format(stats.Min(xs)), format(stats.Max(xs)))
 }
 
 func ms(secs float64) string {
