@@ -230,43 +230,10 @@ func (a *Advisor) Observe(s collector.Snapshot) {
 			a.waits.Counts[k] += v
 		}
 	}
-	var report *probes.Report
-	if a.probe != nil {
-		report = a.probe.Latest()
-	}
-	a.mu.RLock()
-	probeOff := a.state.ProbeDisabledReason
-	if a.probeErr != nil {
-		probeOff = a.probeErr.Error()
-	}
-	a.mu.RUnlock()
-	switch {
-	case a.probe != nil:
-		// A refused directory is retried by the scheduler; while it is, the finding says why.
-		if err := a.probe.Refused(); err != nil {
-			probeOff = err.Error()
-		} else if a.probeErr == nil {
-			probeOff = ""
-		}
-	case a.probeErr == nil && a.cfg.ProbeDir != "":
-		probeOff = a.probeWaiting
-	}
+	report, probeOff := a.probeStatus()
 	a.failures.observe(a.logger, s)
 	in := rules.Input{History: a.history, Probe: report, ProbeDisabled: probeOff, Now: s.Time, Config: a.cfg.Thresholds}
-	outcomes := rules.Run(a.rules, in)
-	findings, pending := a.tracker.ObservePending(in, outcomes)
-	resolved := rules.Resolve(a.rules, findings)
-	if len(resolved.Conflicts) > 0 {
-		rules.MarkFiring(resolved.Conflicts)
-		findings = append(findings, resolved.Conflicts...)
-		rules.SortFindings(findings)
-	}
-	notEnough := map[string]string{}
-	for _, o := range outcomes {
-		if o.NotEnoughData != "" {
-			notEnough[o.Rule] = o.NotEnoughData
-		}
-	}
+	ev := rules.Evaluate(a.rules, in, a.tracker)
 	counts := make(map[string]int64, len(a.waits.Counts))
 	for k, v := range a.waits.Counts {
 		counts[k] = v
@@ -276,10 +243,10 @@ func (a *Advisor) Observe(s collector.Snapshot) {
 	defer a.mu.Unlock()
 	snap := s
 	a.state.Snapshot = &snap
-	a.state.Findings = findings
-	a.state.Pending = pending
-	a.state.Recommendations = resolved.Recommendations
-	a.state.NotEnoughData = notEnough
+	a.state.Findings = ev.Findings
+	a.state.Pending = ev.Pending
+	a.state.Recommendations = ev.Recommendations
+	a.state.NotEnoughData = ev.NotEnoughData
 	a.state.Probe = report
 	a.state.WaitEvents = collector.WaitEvents{Samples: a.waits.Samples, ActiveBackends: a.waits.ActiveBackends, Counts: counts}
 	a.state.Evaluated = s.Time
@@ -287,6 +254,32 @@ func (a *Advisor) Observe(s collector.Snapshot) {
 	a.state.History = a.history.Since(time.Time{})
 	a.state.ProbeEnabled = a.probe != nil && probeOff == ""
 	a.state.ProbeDisabledReason = probeOff
+}
+
+// probeStatus is the latest probe report, and why the advisor does not probe ("" when it does).
+func (a *Advisor) probeStatus() (*probes.Report, string) {
+	var report *probes.Report
+	if a.probe != nil {
+		report = a.probe.Latest()
+	}
+	a.mu.RLock()
+	probeOff, probeErr := a.state.ProbeDisabledReason, a.probeErr
+	a.mu.RUnlock()
+	if probeErr != nil {
+		probeOff = probeErr.Error()
+	}
+	switch {
+	case a.probe != nil:
+		// A refused directory is retried by the scheduler; while it is, the finding says why.
+		if err := a.probe.Refused(); err != nil {
+			probeOff = err.Error()
+		} else if probeErr == nil {
+			probeOff = ""
+		}
+	case probeErr == nil && a.cfg.ProbeDir != "":
+		probeOff = a.probeWaiting
+	}
+	return report, probeOff
 }
 
 // State returns the current state; safe for concurrent use.

@@ -104,14 +104,7 @@ func Check(ctx context.Context, s *Sampler, cfg CheckConfig, logger *zap.Logger)
 
 	count := int(cfg.Window/cfg.Interval) + 1
 	h := rules.NewHistory(count)
-	res := &CheckResult{ProbeSkipped: "no --probe.dir given"}
-
-	var (
-		wg     sync.WaitGroup
-		report *probes.Report
-		perr   error
-	)
-	probeStarted := false
+	probe := &windowProbe{dir: cfg.ProbeDir, budget: cfg.ProbeBudget, skipped: "no --probe.dir given"}
 	err := s.Every(ctx, cfg.Interval, cfg.WaitInterval, count, func(snap collector.Snapshot) error {
 		h.Add(snap)
 		// A server that cannot be read at the start is not watched for the whole window: the
@@ -119,79 +112,86 @@ func Check(ctx context.Context, s *Sampler, cfg CheckConfig, logger *zap.Logger)
 		if h.Len() == 1 && postgresFailed(snap) {
 			return errUnreadable
 		}
-		if probeStarted || cfg.ProbeDir == "" {
-			return nil
-		}
-		walDir := s.WALDirOf(snap)
-		if walDir == "" {
-			res.ProbeSkipped = "the WAL directory is unknown (see the snapshot's problems); set --wal-dir"
-			return nil
-		}
-		probeStarted = true
-		pc := probes.Config{Dir: cfg.ProbeDir, WALDir: walDir, Duration: cfg.ProbeBudget}
-		if snap.Postgres != nil {
-			pc.Server = ServerIOOf(snap.Postgres)
-		}
-		if snap.WALStorage != nil {
-			pc.Facts = FactsOf(snap.WALStorage)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			report, perr = probes.Run(ctx, pc, nil)
-		}()
+		probe.start(ctx, s, snap)
 		return nil
 	})
-	wg.Wait()
+	probe.wg.Wait()
 	if err != nil && !errors.Is(err, errUnreadable) {
 		return nil, err
 	}
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("check interrupted: %w", ctx.Err())
 	}
+	res := &CheckResult{ProbeSkipped: probe.skipped}
 	switch {
-	case perr != nil:
+	case probe.err != nil:
 		var ce *probes.ConfigError
-		if !errors.As(perr, &ce) {
-			return nil, fmt.Errorf("probe: %w", perr)
+		if !errors.As(probe.err, &ce) {
+			return nil, fmt.Errorf("probe: %w", probe.err)
 		}
-		res.ProbeSkipped = perr.Error()
-		logger.Warn("probe refused", zap.Error(perr))
-	case report != nil:
-		res.Probe, res.ProbeSkipped = report, ""
+		res.ProbeSkipped = probe.err.Error()
+		logger.Warn("probe refused", zap.Error(probe.err))
+	case probe.report != nil:
+		res.Probe, res.ProbeSkipped = probe.report, ""
 	}
+	res.judge(h, cfg.Thresholds)
+	return res, nil
+}
 
+// judge evaluates the rules once over the window's history. What check finds fires (and sets
+// the exit status) at once: the window is itself the span of evidence, so nothing is pending.
+func (r *CheckResult) judge(h *rules.History, t rules.Thresholds) {
 	last, _ := h.Latest()
 	for _, p := range last.Parts {
 		if !p.OK {
-			res.Problems = append(res.Problems, p)
+			r.Problems = append(r.Problems, p)
 		}
 	}
-	res.Snapshots = h.Len()
-	res.History = h
-	res.WindowSeconds = h.Span().Seconds()
-	outcomes := rules.Run(rules.All(), rules.Input{History: h, Probe: res.Probe, ProbeDisabled: res.ProbeSkipped, Now: last.Time, Config: cfg.Thresholds})
-	res.Findings = rules.Findings(outcomes)
-	resolved := rules.Resolve(rules.All(), res.Findings)
-	res.Findings = append(res.Findings, resolved.Conflicts...)
-	if res.Findings == nil {
-		res.Findings = []rules.Finding{}
+	r.Snapshots = h.Len()
+	r.History = h
+	r.WindowSeconds = h.Span().Seconds()
+	in := rules.Input{History: h, Probe: r.Probe, ProbeDisabled: r.ProbeSkipped, Now: last.Time, Config: t}
+	ev := rules.Evaluate(rules.All(), in, nil)
+	r.Findings, r.Recommendations = ev.Findings, ev.Recommendations
+	if len(ev.NotEnoughData) > 0 {
+		r.NotEnoughData = ev.NotEnoughData
 	}
-	// The window is itself the span of evidence: what check finds fires (and sets the exit
-	// status) at once; nothing is pending.
-	rules.MarkFiring(res.Findings)
-	rules.SortFindings(res.Findings)
-	res.Recommendations = resolved.Recommendations
-	if res.Recommendations == nil {
-		res.Recommendations = []rules.Recommendation{}
+}
+
+// windowProbe is a check's one probe run, started alongside the sampling once the WAL directory
+// is known (the probe must write on the WAL's file system).
+type windowProbe struct {
+	dir     string
+	budget  time.Duration
+	started bool
+	// skipped says why no probe report is included, while none is.
+	skipped string
+	wg      sync.WaitGroup
+	report  *probes.Report
+	err     error
+}
+
+// start starts the probe on the first snapshot that names the WAL directory.
+func (p *windowProbe) start(ctx context.Context, s *Sampler, snap collector.Snapshot) {
+	if p.started || p.dir == "" {
+		return
 	}
-	for _, o := range outcomes {
-		if o.NotEnoughData != "" {
-			if res.NotEnoughData == nil {
-				res.NotEnoughData = map[string]string{}
-			}
-			res.NotEnoughData[o.Rule] = o.NotEnoughData
-		}
+	walDir := s.WALDirOf(snap)
+	if walDir == "" {
+		p.skipped = "the WAL directory is unknown (see the snapshot's problems); set --wal-dir"
+		return
 	}
-	return res, nil
+	p.started = true
+	pc := probes.Config{Dir: p.dir, WALDir: walDir, Duration: p.budget}
+	if snap.Postgres != nil {
+		pc.Server = ServerIOOf(snap.Postgres)
+	}
+	if snap.WALStorage != nil {
+		pc.Facts = FactsOf(snap.WALStorage)
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		p.report, p.err = probes.Run(ctx, pc, nil)
+	}()
 }

@@ -54,13 +54,10 @@ func flushAfterOff(snap collector.Snapshot, s settings) []string {
 }
 
 // flush-after-disabled: checkpoint_flush_after and bgwriter_flush_after make the checkpointer
-// and the background writer ask Linux to start write-back (sync_file_range) every 256kB and
-// 512kB, so dirty pages never pile up for the checkpoint's final fsync (docs: runtime-config-wal
-// checkpoint_flush_after, runtime-config-resource bgwriter_flush_after). Measured in the lab
-// (docs/benchmarks.md, seed 003 table): with both at 0 the worst second fell to 118 tps and p5 to
-// 152, checkpoint sync took 6.8 s and Dirty+Writeback peaked at 141 MiB; with the defaults 552 tps,
-// 571, 0.1 s, 2.4 MiB. Lowering vm.dirty_* instead did less (worst second 133, p5 388, one run), so
-// this is checked before any vm.dirty_* advice.
+// and the background writer ask Linux to start write-back as they go, so dirty pages never pile
+// up for the checkpoint's fsync. The lab reproduced seed 003's collapse only with them at 0, and
+// restoring them did more than lowering vm.dirty_*, so this comes before any vm.dirty_* advice
+// (docs/rules.md, flush-after-disabled; docs/benchmarks.md, seed 003 table).
 func flushAfterDisabled() Rule {
 	return Rule{
 		ID:       "flush-after-disabled",
@@ -74,7 +71,7 @@ func flushAfterDisabled() Rule {
 		Sources: []string{
 			pgDocs + "runtime-config-wal.html#GUC-CHECKPOINT-FLUSH-AFTER",
 			pgDocs + "runtime-config-resource.html#GUC-BGWRITER-FLUSH-AFTER",
-			"seed 003", "docs/benchmarks.md, seed 003 table (worst second 118 -> 552 tps, p5 152 -> 571)",
+			"seed 003", "docs/rules.md, flush-after-disabled", "docs/benchmarks.md, seed 003 table",
 		},
 		Immediate: true,
 		Eval:      withDefaults(evalFlushAfterDisabled),
@@ -140,13 +137,10 @@ func knobValue(bytes, ratio int64) string {
 	return fmt.Sprintf("0 (ratio %d%%)", ratio)
 }
 
-// checkpoint-stalls: checkpoints requested by WAL volume rather than by checkpoint_timeout
-// mean max_wal_size is too small for the write rate (docs: wal-configuration, "checkpoints
-// are occurring too frequently"); checkpoint_completion_target below 0.9 crowds the writes
-// into part of the interval (0.9 is the default since 14). The checkpoint is triggered once
-// the WAL since the last one reaches max_wal_size / (1 + checkpoint_completion_target), which
-// sizes the recommendation. A long sync phase with neither cause points at the kernel's
-// write-back (flush-after-disabled, writeback-stalls-wal) and is reported as info.
+// checkpoint-stalls: checkpoints requested by WAL volume rather than by checkpoint_timeout mean
+// max_wal_size is too small for the write rate (docs: wal-configuration, "checkpoints are
+// occurring too frequently"); a checkpoint_completion_target below 0.9 crowds the writes. A long
+// sync phase with neither cause points at the kernel's write-back (docs/rules.md, checkpoint-stalls).
 func checkpointStalls() Rule {
 	return Rule{
 		ID:       "checkpoint-stalls",
@@ -160,145 +154,230 @@ func checkpointStalls() Rule {
 			pgDocs + "wal-configuration.html",
 			pgDocs + "runtime-config-wal.html#GUC-MAX-WAL-SIZE",
 			pgDocs + "runtime-config-wal.html#GUC-CHECKPOINT-COMPLETION-TARGET",
-			"seed 003 (tps collapsing at each checkpoint)", "docs/benchmarks.md, seed 003 table (checkpoint sync 6.8 s)",
+			"seed 003 (tps collapsing at each checkpoint)", "docs/benchmarks.md, seed 003 table",
 		},
 		Eval: withDefaults(evalCheckpointStalls),
 	}
 }
 
+// checkpointStallFacts is what checkpoint-stalls judges over CheckpointWindow.
+type checkpointStallFacts struct {
+	window           *History
+	cp               checkpointFacts
+	timed, requested float64 // checkpoints, by what started them
+	walRate          float64 // WAL bytes per second
+	walPerCheckpoint float64 // WAL bytes per completed checkpoint
+	// The settings, each with whether it could be read (the values are as read even when not)
+	// and as pg_settings shows it.
+	maxWAL     int64 // max_wal_size, bytes
+	hasMaxWAL  bool
+	maxWALText string
+	cct        float64 // checkpoint_completion_target
+	hasCCT     bool
+	cctText    string
+	timeout    float64 // checkpoint_timeout, seconds
+	hasTimeout bool
+	// walFree is the WAL file system's free space in bytes, when hasWALFree.
+	walFree    uint64
+	hasWALFree bool
+	// flushAfterOff: a *_flush_after setting is 0, which flush-after-disabled reports.
+	flushAfterOff bool
+}
+
+// checkpointDecision names the causes the facts show and what each calls for.
+type checkpointDecision struct {
+	walDriven bool // requested checkpoints forced by WAL volume
+	stall     bool // the mean sync phase is at least CheckpointSyncSlow
+	// raiseMaxWAL recommends maxWAL (capped: limited by the WAL's free space).
+	raiseMaxWAL bool
+	maxWAL      int64
+	capped      bool
+	// raiseCompletionTarget recommends CompletionTarget.
+	raiseCompletionTarget bool
+	// unexplained: the syncs are long with neither cause, and flush-after is on (info).
+	unexplained bool
+}
+
 func evalCheckpointStalls(in Input) Result {
-	pg, missing := latestPostgres(in.History)
-	if pg == nil {
-		return notEnough("%s", missing)
+	f, lacking := checkpointStallFactsOf(in)
+	if lacking != "" {
+		return notEnough("%s", lacking)
 	}
-	if pg.Checkpointer == nil {
-		return notEnough("no checkpoint statistics in the latest snapshot")
-	}
-	s := settings(pg.Settings)
 	t := in.Config
-	w := sinceWindow(in, t.CheckpointWindow)
-	if cold := coldStart(w, t); cold != "" {
-		return notEnough("%s", cold)
-	}
-	cp := checkpointsIn(w)
-	if cp.count < float64(t.MinCheckpoints) {
-		return notEnough("need %d completed checkpoints in the last %s, have %.0f", t.MinCheckpoints, t.CheckpointWindow, cp.count)
-	}
-	timed, requested := w.Change(CheckpointsTimed).Delta, w.Change(CheckpointsRequested).Delta
-	cct, hasCCT := s.number(collector.CheckpointCompletionTarget)
-	maxWAL, hasMax := s.bytes(collector.MaxWALSize)
-	walRate := w.Change(WALBytes).Rate()
-
-	evidence := []Evidence{
-		{Name: "checkpoints", Value: cp.count, Unit: UnitCount},
-		{Name: "checkpoints_timed", Value: timed, Unit: UnitCount},
-		{Name: "checkpoints_requested", Value: requested, Unit: UnitCount},
-		{Name: "checkpoint_sync_mean_seconds", Value: cp.syncMean, Unit: UnitSeconds},
-		{Name: "checkpoint_sync_max_seconds", Value: cp.syncWorst, Unit: UnitSeconds},
-	}
-	if cp.hasPile {
-		evidence = append(evidence, Evidence{Name: "checkpoint_dirty_writeback_peak_bytes", Value: cp.pile, Unit: UnitBytes})
-	}
-	if walRate > 0 {
-		evidence = append(evidence, Evidence{Name: "wal_rate", Value: walRate, Unit: UnitBytesPerSecond})
-	}
-
-	// Requested checkpoints count as WAL-driven only when the WAL written per checkpoint is
-	// near the trigger; otherwise they are manual CHECKPOINTs, base backups and the like.
-	walDriven := requested > timed && requested >= 2
-	if walDriven && walRate > 0 && hasMax && hasCCT {
-		perCheckpoint := w.Change(WALBytes).Delta / cp.count
-		walDriven = perCheckpoint >= 0.5*float64(maxWAL)/(1+cct)
-	}
-	stall := cp.syncMean >= t.CheckpointSyncSlow.Seconds()
-
+	d := decideCheckpoints(f, t)
+	ev := checkpointEvidence(f)
 	var fs []Finding
-	if walDriven && hasMax {
-		rec := 2 * maxWAL
-		if timeout, ok := s.seconds(collector.CheckpointTimeout); ok && walRate > 0 && hasCCT {
-			// Enough for checkpoint_timeout to come first, with a quarter to spare.
-			need := int64(walRate * timeout * (1 + cct) * 1.25)
-			rec = max(rec, ceilPow2(max(need>>20, 1))<<20)
-		}
-		capped := ""
-		if snap, ok := in.History.Latest(); ok && snap.WALStorage != nil && snap.WALStorage.TotalBytes > 0 {
-			// The WAL can reach max_wal_size and more: keep the growth within half the free space.
-			if room := int64(snap.WALStorage.FreeBytes / 2); rec-maxWAL > room {
-				rec = (maxWAL + room) >> 20 << 20
-				capped = fmt.Sprintf(" (capped at half the %s free on the WAL's file system)", humanBytes(float64(snap.WALStorage.FreeBytes)))
-			}
-		}
-		if rec > maxWAL {
-			cur, _ := s.value(collector.MaxWALSize)
-			// A checkpoint starts when checkpoint_timeout has passed or the WAL since the last one
-			// reaches max_wal_size / (1 + checkpoint_completion_target), whichever comes first.
-			rate := cp.count / w.Span().Seconds()
-			after := walRate * (1 + cct) / float64(rec)
-			timeoutNote := ""
-			if timeout, ok := s.seconds(collector.CheckpointTimeout); ok && timeout > 0 {
-				after = max(after, 1/timeout)
-				timeoutNote = fmt.Sprintf(", or every checkpoint_timeout (%s) if that comes first", humanSeconds(timeout))
-			}
-			predicted := &Predicted{
-				Name: PredictCheckpointRate, Current: rate, Value: min(rate, after), Unit: UnitPerSecond,
-				Basis: fmt.Sprintf("%.0f checkpoints in %s now; at %s/s of WAL one starts every %s of WAL at max_wal_size=%s%s",
-					cp.count, w.Span().Round(time.Second), humanBytes(walRate), humanBytes(float64(rec)/(1+cct)), collector.FormatMemory(rec), timeoutNote),
-			}
-			fs = append(fs, Finding{
-				Severity:    Warning,
-				Setting:     collector.MaxWALSize,
-				Current:     cur,
-				Recommended: collector.FormatMemory(rec),
-				Action:      ActionReload,
-				Summary: fmt.Sprintf("%.0f of %.0f checkpoints in the last %s were requested, not timed: at %s/s of WAL, "+
-					"max_wal_size=%s forces a checkpoint before checkpoint_timeout%s.",
-					requested, requested+timed, t.CheckpointWindow, humanBytes(walRate), cur, capped),
-				Evidence: evidence,
-				ExpectedEffect: "Checkpoints come on checkpoint_timeout: fewer full-page writes after each one and " +
-					"writes spread over the whole interval. Crash recovery may take longer; the WAL uses more disk.",
-				Predicted: predicted,
-			})
-		}
+	if d.raiseMaxWAL {
+		fs = append(fs, maxWALFinding(f, d, t, ev))
 	}
-	if hasCCT && cct < t.CompletionTarget && (stall || walDriven) {
-		cur, _ := s.value(collector.CheckpointCompletionTarget)
-		// The checkpointer paces its writes to end at checkpoint_completion_target of the
-		// interval (docs: wal-configuration), so the write phase stretches by target / current.
-		var predicted *Predicted
-		if write, ok := MeasurePredicted(PredictCheckpointWrite, w); ok && cct > 0 {
-			predicted = &Predicted{
-				Name: PredictCheckpointWrite, Current: write, Value: write * t.CompletionTarget / cct, Unit: UnitSeconds,
-				Basis: fmt.Sprintf("checkpoints' write phase: %s on average now; the checkpointer paces it to end at "+
-					"checkpoint_completion_target of the interval, so %s -> %s stretches it %.2f times",
-					humanSeconds(write), cur, strconv.FormatFloat(t.CompletionTarget, 'f', -1, 64), t.CompletionTarget/cct),
-			}
-		}
-		fs = append(fs, Finding{
-			Severity:    Warning,
-			Setting:     collector.CheckpointCompletionTarget,
-			Current:     cur,
-			Recommended: strconv.FormatFloat(t.CompletionTarget, 'f', -1, 64),
-			Action:      ActionReload,
-			Summary: fmt.Sprintf("checkpoint_completion_target=%s crowds each checkpoint's writes into %s of the interval; "+
-				"checkpoint syncs take %s on average.", cur, pct(cct), humanSeconds(cp.syncMean)),
-			Evidence:       evidence,
-			ExpectedEffect: "Checkpoint writes spread over 90% of the interval, so less is dirty at the final fsync.",
-			Predicted:      predicted,
-		})
+	if d.raiseCompletionTarget {
+		fs = append(fs, completionTargetFinding(f, t, ev))
 	}
-	snap, _ := in.History.Latest()
-	if stall && len(fs) == 0 && len(flushAfterOff(snap, s)) == 0 {
+	if d.unexplained {
 		fs = append(fs, Finding{
 			Severity:    Info,
 			Setting:     "",
-			Current:     humanSeconds(cp.syncMean) + " per checkpoint sync",
+			Current:     humanSeconds(f.cp.syncMean) + " per checkpoint sync",
 			Recommended: "see writeback-stalls-wal; check the data device's write-back",
 			Action:      ActionAdvice,
 			Summary: fmt.Sprintf("Checkpoint syncs take %s on average (worst %s) although checkpoints are timed and "+
-				"spread: the kernel holds a pile of dirty pages at each checkpoint's fsync.", humanSeconds(cp.syncMean), humanSeconds(cp.syncWorst)),
-			Evidence:       evidence,
+				"spread: the kernel holds a pile of dirty pages at each checkpoint's fsync.", humanSeconds(f.cp.syncMean), humanSeconds(f.cp.syncWorst)),
+			Evidence:       ev,
 			ExpectedEffect: "Knowing where checkpoint stalls come from.",
 		})
 	}
 	return found(fs...)
+}
+
+func decideCheckpoints(f checkpointStallFacts, t Thresholds) checkpointDecision {
+	var d checkpointDecision
+	// Requested checkpoints count as WAL-driven only when the WAL written per checkpoint is
+	// near the trigger; otherwise they are manual CHECKPOINTs, base backups and the like.
+	d.walDriven = f.requested > f.timed && f.requested >= 2
+	if d.walDriven && f.walRate > 0 && f.hasMaxWAL && f.hasCCT {
+		d.walDriven = f.walPerCheckpoint >= 0.5*float64(f.maxWAL)/(1+f.cct)
+	}
+	d.stall = f.cp.syncMean >= t.CheckpointSyncSlow.Seconds()
+	if d.walDriven && f.hasMaxWAL {
+		d.maxWAL, d.capped = maxWALFor(f)
+		d.raiseMaxWAL = d.maxWAL > f.maxWAL
+	}
+	d.raiseCompletionTarget = f.hasCCT && f.cct < t.CompletionTarget && (d.stall || d.walDriven)
+	d.unexplained = d.stall && !d.raiseMaxWAL && !d.raiseCompletionTarget && !f.flushAfterOff
+	return d
+}
+
+// maxWALFor sizes max_wal_size for checkpoint_timeout to come first with a quarter to spare,
+// rounded up to a power of two and at least twice today's, its growth capped at half the WAL
+// file system's free space: the WAL can reach max_wal_size and more (docs/rules.md, checkpoint-stalls).
+func maxWALFor(f checkpointStallFacts) (int64, bool) {
+	rec := 2 * f.maxWAL
+	if f.hasTimeout && f.walRate > 0 && f.hasCCT {
+		need := int64(f.walRate * f.timeout * (1 + f.cct) * 1.25)
+		rec = max(rec, ceilPow2(max(need>>20, 1))<<20)
+	}
+	if room := int64(f.walFree / 2); f.hasWALFree && rec-f.maxWAL > room {
+		return (f.maxWAL + room) >> 20 << 20, true
+	}
+	return rec, false
+}
+
+// checkpointStallFactsOf gathers the facts, or says what is missing to judge.
+func checkpointStallFactsOf(in Input) (checkpointStallFacts, string) {
+	var f checkpointStallFacts
+	pg, missing := latestPostgres(in.History)
+	if pg == nil {
+		return f, missing
+	}
+	if pg.Checkpointer == nil {
+		return f, "no checkpoint statistics in the latest snapshot"
+	}
+	t := in.Config
+	w := sinceWindow(in, t.CheckpointWindow)
+	if cold := coldStart(w, t); cold != "" {
+		return f, cold
+	}
+	f.window, f.cp = w, checkpointsIn(w)
+	if f.cp.count < float64(t.MinCheckpoints) {
+		return f, fmt.Sprintf("need %d completed checkpoints in the last %s, have %.0f", t.MinCheckpoints, t.CheckpointWindow, f.cp.count)
+	}
+	s := settings(pg.Settings)
+	f.timed, f.requested = w.Change(CheckpointsTimed).Delta, w.Change(CheckpointsRequested).Delta
+	wal := w.Change(WALBytes)
+	f.walRate, f.walPerCheckpoint = wal.Rate(), wal.Delta/f.cp.count
+	f.maxWAL, f.hasMaxWAL = s.bytes(collector.MaxWALSize)
+	f.cct, f.hasCCT = s.number(collector.CheckpointCompletionTarget)
+	f.maxWALText, f.cctText = s[collector.MaxWALSize].Value, s[collector.CheckpointCompletionTarget].Value
+	f.timeout, f.hasTimeout = s.seconds(collector.CheckpointTimeout)
+	snap, _ := in.History.Latest()
+	if st := snap.WALStorage; st != nil && st.TotalBytes > 0 {
+		f.walFree, f.hasWALFree = st.FreeBytes, true
+	}
+	f.flushAfterOff = len(flushAfterOff(snap, s)) > 0
+	return f, ""
+}
+
+func checkpointEvidence(f checkpointStallFacts) []Evidence {
+	ev := []Evidence{
+		{Name: "checkpoints", Value: f.cp.count, Unit: UnitCount},
+		{Name: "checkpoints_timed", Value: f.timed, Unit: UnitCount},
+		{Name: "checkpoints_requested", Value: f.requested, Unit: UnitCount},
+		{Name: "checkpoint_sync_mean_seconds", Value: f.cp.syncMean, Unit: UnitSeconds},
+		{Name: "checkpoint_sync_max_seconds", Value: f.cp.syncWorst, Unit: UnitSeconds},
+	}
+	if f.cp.hasPile {
+		ev = append(ev, Evidence{Name: "checkpoint_dirty_writeback_peak_bytes", Value: f.cp.pile, Unit: UnitBytes})
+	}
+	if f.walRate > 0 {
+		ev = append(ev, Evidence{Name: "wal_rate", Value: f.walRate, Unit: UnitBytesPerSecond})
+	}
+	return ev
+}
+
+func maxWALFinding(f checkpointStallFacts, d checkpointDecision, t Thresholds, ev []Evidence) Finding {
+	cur := f.maxWALText
+	capped := ""
+	if d.capped {
+		capped = fmt.Sprintf(" (capped at half the %s free on the WAL's file system)", humanBytes(float64(f.walFree)))
+	}
+	return Finding{
+		Severity:    Warning,
+		Setting:     collector.MaxWALSize,
+		Current:     cur,
+		Recommended: collector.FormatMemory(d.maxWAL),
+		Action:      ActionReload,
+		Summary: fmt.Sprintf("%.0f of %.0f checkpoints in the last %s were requested, not timed: at %s/s of WAL, "+
+			"max_wal_size=%s forces a checkpoint before checkpoint_timeout%s.",
+			f.requested, f.requested+f.timed, t.CheckpointWindow, humanBytes(f.walRate), cur, capped),
+		Evidence: ev,
+		ExpectedEffect: "Checkpoints come on checkpoint_timeout: fewer full-page writes after each one and " +
+			"writes spread over the whole interval. Crash recovery may take longer; the WAL uses more disk.",
+		Predicted: checkpointRatePrediction(f, d.maxWAL),
+	}
+}
+
+// checkpointRatePrediction: a checkpoint starts when checkpoint_timeout has passed or the WAL
+// since the last one reaches max_wal_size / (1 + checkpoint_completion_target), whichever comes
+// first (docs: wal-configuration).
+func checkpointRatePrediction(f checkpointStallFacts, rec int64) *Predicted {
+	rate := f.cp.count / f.window.Span().Seconds()
+	after := f.walRate * (1 + f.cct) / float64(rec)
+	timeoutNote := ""
+	if f.hasTimeout && f.timeout > 0 {
+		after = max(after, 1/f.timeout)
+		timeoutNote = fmt.Sprintf(", or every checkpoint_timeout (%s) if that comes first", humanSeconds(f.timeout))
+	}
+	return &Predicted{
+		Name: PredictCheckpointRate, Current: rate, Value: min(rate, after), Unit: UnitPerSecond,
+		Basis: fmt.Sprintf("%.0f checkpoints in %s now; at %s/s of WAL one starts every %s of WAL at max_wal_size=%s%s",
+			f.cp.count, f.window.Span().Round(time.Second), humanBytes(f.walRate), humanBytes(float64(rec)/(1+f.cct)), collector.FormatMemory(rec), timeoutNote),
+	}
+}
+
+func completionTargetFinding(f checkpointStallFacts, t Thresholds, ev []Evidence) Finding {
+	cur := f.cctText
+	target := strconv.FormatFloat(t.CompletionTarget, 'f', -1, 64)
+	// The checkpointer paces its writes to end at checkpoint_completion_target of the
+	// interval (docs: wal-configuration), so the write phase stretches by target / current.
+	var predicted *Predicted
+	if write, ok := MeasurePredicted(PredictCheckpointWrite, f.window); ok && f.cct > 0 {
+		predicted = &Predicted{
+			Name: PredictCheckpointWrite, Current: write, Value: write * t.CompletionTarget / f.cct, Unit: UnitSeconds,
+			Basis: fmt.Sprintf("checkpoints' write phase: %s on average now; the checkpointer paces it to end at "+
+				"checkpoint_completion_target of the interval, so %s -> %s stretches it %.2f times",
+				humanSeconds(write), cur, target, t.CompletionTarget/f.cct),
+		}
+	}
+	return Finding{
+		Severity:    Warning,
+		Setting:     collector.CheckpointCompletionTarget,
+		Current:     cur,
+		Recommended: target,
+		Action:      ActionReload,
+		Summary: fmt.Sprintf("checkpoint_completion_target=%s crowds each checkpoint's writes into %s of the interval; "+
+			"checkpoint syncs take %s on average.", cur, pct(f.cct), humanSeconds(f.cp.syncMean)),
+		Evidence:       ev,
+		ExpectedEffect: "Checkpoint writes spread over 90% of the interval, so less is dirty at the final fsync.",
+		Predicted:      predicted,
+	}
 }

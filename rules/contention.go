@@ -7,19 +7,11 @@ import (
 	"github.com/pgwal-advisor/pgwal-advisor/collector"
 )
 
-// wal-lock-contention: when many backends commit at once they queue on the WALWrite lock and
-// on the flush itself. commit_delay makes the flushing backend wait a little so that more
-// commits share one flush; the docs (wal-configuration, pgtestfsync) say to start at half the
-// single 8kB write flush time, and commit_siblings (default 5) keeps the delay off when few
-// transactions are active. The lab's commit grid (docs/benchmarks.md, commit grouping tables:
-// seed 002's single-row INSERT commits, commit_delay 500 and 2000 us x commit_siblings 5 and 20 x
-// 16-200 clients on 1 ms and 4 ms devices, three interleaved rounds) found one cell with a gain
-// beyond the spread - 16 clients on the 1 ms device, commit_delay=500 us, commit_siblings=5:
-// +12% (+15% in an earlier run of the grid, commit 7860092) - and one loss beyond it: the docs'
-// half flush (2000 us) at 16 clients on the 1 ms device, -29%. Everything else stayed within the
-// spread, from -19% to +23%, the same setting at 16 clients on the 4 ms device included (+13%;
-// +30% in the earlier run). So the rule warns only inside commitDelayRegions, with the measured
-// gain as its prediction, and elsewhere says what it sees as information and recommends nothing.
+// wal-lock-contention: when many backends commit at once they queue on the WALWrite lock and on
+// the flush itself; commit_delay lets more commits share one flush (docs: wal-configuration). The
+// lab's commit grid measured a gain beyond the spread in one region only, so the rule warns only
+// inside commitDelayRegions, with the measured gain as its prediction, and elsewhere informs
+// (docs/rules.md, wal-lock-contention; docs/benchmarks.md, commit grouping table).
 func walLockContention() Rule {
 	return Rule{
 		ID:       "wal-lock-contention",
@@ -29,15 +21,15 @@ func walLockContention() Rule {
 		Rationale: "With many concurrent committers, backends queue on the WALWrite lock and the flush. " +
 			"commit_delay lets more commits share one flush, at the price of latency. The lab's commit grid " +
 			"measured a gain beyond the spread only at about 16 concurrent committers on a 1 ms device with " +
-			"commit_delay=500 us (+12%), a loss of 29% there with 2000 us, and nothing beyond the spread " +
-			"elsewhere, so the rule recommends it only there and informs elsewhere.",
+			"commit_delay=500 us, a loss there with 2000 us, and nothing beyond the spread elsewhere, so the " +
+			"rule recommends it only there and informs elsewhere (docs/rules.md, wal-lock-contention).",
 		Sources: []string{
 			pgDocs + "wal-configuration.html",
 			pgDocs + "runtime-config-wal.html#GUC-COMMIT-DELAY",
 			pgDocs + "pgtestfsync.html",
 			pgDocs + "monitoring-stats.html#WAIT-EVENT-LWLOCK-TABLE",
 			"seed 002 (1-100 concurrent clients)",
-			"docs/benchmarks.md, commit grouping table (16 clients at 1 ms: 5144 vs 4595 tps with 500 us, 3284 with 2000 us; at 4 ms: 1898 vs 1683, within the spread)",
+			"docs/rules.md, wal-lock-contention", "docs/benchmarks.md, commit grouping table",
 		},
 		Eval: withDefaults(evalWALLockContention),
 	}
@@ -54,10 +46,9 @@ type commitDelayRegion struct {
 	measured             string
 }
 
-// commitDelayRegions: the grid measured a gain at 16 clients and none at 64, so the row covers
-// ContentionMinActive up to 32, the middle of that gap on a log scale (a choice, not a
-// measurement), and flush times around the 1 ms device. The 4 ms device's row is gone: its gain
-// (+30% in an earlier run) stayed within the spread when the grid was run again.
+// commitDelayRegions: the grid's one gain beyond the spread, 16 clients on the 1 ms device. The
+// row covers ContentionMinActive up to 32, halfway on a log scale between the 16 measured to gain
+// and the 64 measured not to (a choice, not a measurement), and flush times around 1 ms.
 func commitDelayRegions() []commitDelayRegion {
 	return []commitDelayRegion{
 		{minActive: 8, maxActive: 32, minFlush: 0.0005, maxFlush: 0.002, delayUS: 500, siblings: 5, gain: 0.12,
@@ -74,14 +65,80 @@ func findCommitDelayRegion(active, flush float64) (commitDelayRegion, bool) {
 	return commitDelayRegion{}, false
 }
 
+// contentionFacts is what wal-lock-contention judges over Window.
+type contentionFacts struct {
+	fsyncOff bool    // nothing is flushed: nothing to share
+	delay    float64 // commit_delay, seconds; above 0 commits are grouped already
+	window   *History
+	// The wait-event samples: how many, the mean active backends, and the share of their
+	// samples waiting on WAL flushes (WALWrite lock, WAL write and sync I/O).
+	waitSamples int64
+	active      float64
+	share       float64
+	// flush is the single 8kB flush time in seconds (0: unknown), flushSource where it came
+	// from: the probe for the configured method, else this server's wal_sync_time per sync.
+	flush       float64
+	flushSource string
+	// The settings as pg_settings shows them; siblings is commit_siblings, when hasSiblings.
+	delayText, siblingsText string
+	siblings                float64
+	hasSiblings             bool
+}
+
+// contentionDecision is the verdict, the region the facts fall in (verdictFire), and whether
+// commit_siblings must change to what the region measured.
+type contentionDecision struct {
+	verdict  verdict
+	region   commitDelayRegion
+	siblings bool
+}
+
 func evalWALLockContention(in Input) Result {
+	f, lacking := contentionFactsOf(in)
+	if lacking != "" {
+		return notEnough("%s", lacking)
+	}
+	d := decideContention(f, in.Config)
+	switch d.verdict {
+	case verdictUnknown:
+		return notEnough("the single 8kB flush time is unknown: enable the probes or turn track_wal_io_timing on")
+	case verdictAdvise:
+		return found(contentionInfo(f))
+	case verdictFire:
+		return found(contentionFindings(f, d)...)
+	}
+	return found()
+}
+
+func decideContention(f contentionFacts, t Thresholds) contentionDecision {
+	switch {
+	case f.fsyncOff || f.delay > 0:
+		return contentionDecision{} // already grouping commits; its value is the operator's trade
+	case f.active < t.ContentionMinActive || f.share < t.ContentionInfoShare:
+		return contentionDecision{}
+	case f.flush == 0:
+		return contentionDecision{verdict: verdictUnknown}
+	}
+	region, ok := findCommitDelayRegion(f.active, f.flush)
+	if !ok {
+		// Outside what the lab measured to gain: the contention is real, nothing is recommended.
+		return contentionDecision{verdict: verdictAdvise}
+	}
+	return contentionDecision{verdict: verdictFire, region: region,
+		siblings: f.hasSiblings && (f.siblings >= f.active || int(f.siblings) != region.siblings)}
+}
+
+// contentionFactsOf gathers the facts, or says what is missing to judge.
+func contentionFactsOf(in Input) (contentionFacts, string) {
+	var f contentionFacts
 	pg, missing := latestPostgres(in.History)
 	if pg == nil {
-		return notEnough("%s", missing)
+		return f, missing
 	}
 	s := settings(pg.Settings)
 	if on, ok := s.on(collector.Fsync); ok && !on {
-		return found()
+		f.fsyncOff = true
+		return f, ""
 	}
 	delay, ok := s.seconds(collector.CommitDelay)
 	if !ok {
@@ -90,74 +147,75 @@ func evalWALLockContention(in Input) Result {
 		}
 	}
 	if !ok {
-		return notEnough("commit_delay is missing from pg_settings")
+		return f, "commit_delay is missing from pg_settings"
 	}
-	if delay > 0 {
-		return found() // already grouping commits; its value is the operator's trade
+	if f.delay = delay; delay > 0 {
+		return f, ""
 	}
 	t := in.Config
-	w := sinceWindow(in, t.Window)
-	if cold := coldStart(w, t); cold != "" {
-		return notEnough("%s", cold)
+	f.window = sinceWindow(in, t.Window)
+	if cold := coldStart(f.window, t); cold != "" {
+		return f, cold
 	}
-	waits := w.WaitEvents()
+	waits := f.window.WaitEvents()
 	if waits.Samples < t.MinWaitSamples {
-		return notEnough("need %d wait-event samples in the last %s, have %d", t.MinWaitSamples, t.Window, waits.Samples)
+		return f, fmt.Sprintf("need %d wait-event samples in the last %s, have %d", t.MinWaitSamples, t.Window, waits.Samples)
 	}
-	active := waits.MeanActive()
-	share := waits.Share(collector.EventLWLockWALWrite, collector.EventIOWALSync, collector.EventIOWALWrite)
-	if active < t.ContentionMinActive || share < t.ContentionInfoShare {
-		return found()
-	}
+	f.waitSamples, f.active = waits.Samples, waits.MeanActive()
+	f.share = waits.Share(collector.EventLWLockWALWrite, collector.EventIOWALSync, collector.EventIOWALWrite)
+	f.flush, f.flushSource = singleFlush(in, f.window, s)
+	f.delayText, f.siblingsText = s[collector.CommitDelay].Value, s[collector.CommitSiblings].Value
+	f.siblings, f.hasSiblings = s.number(collector.CommitSiblings)
+	return f, ""
+}
 
-	// The single 8kB flush time: the probe's figure for the configured method, else this
-	// server's own measured sync time per sync.
-	var flush float64
-	source := ""
+// singleFlush is the single 8kB flush time: the probe's figure for the configured method, else
+// this server's own measured sync time per sync; 0 when neither is known.
+func singleFlush(in Input, w *History, s settings) (float64, string) {
 	method, _ := s.value(collector.WALSyncMethod)
 	if probe, _ := freshProbe(in); probe != nil {
 		if m, ok := probeResult(probe, method, 1); ok {
-			flush, source = usSeconds(m.LatencyUS.Mean), "probe, "+method
+			return usSeconds(m.LatencyUS.Mean), "probe, " + method
 		}
 	}
-	if flush == 0 {
-		if on, _ := s.on(collector.TrackWALIOTiming); on {
-			syncs, secs := w.Change(WALSyncs), w.Change(WALSyncSeconds)
-			if syncs.Delta > 0 && secs.Delta > 0 {
-				flush, source = secs.Delta/syncs.Delta, "wal_sync_time"
-			}
+	if on, _ := s.on(collector.TrackWALIOTiming); on {
+		syncs, secs := w.Change(WALSyncs), w.Change(WALSyncSeconds)
+		if syncs.Delta > 0 && secs.Delta > 0 {
+			return secs.Delta / syncs.Delta, "wal_sync_time"
 		}
 	}
-	if flush == 0 {
-		return notEnough("the single 8kB flush time is unknown: enable the probes or turn track_wal_io_timing on")
-	}
+	return 0, ""
+}
 
-	cur, _ := s.value(collector.CommitDelay)
-	evidence := []Evidence{
-		{Name: "mean_active_backends", Value: active, Unit: UnitCount},
-		{Name: "wal_flush_wait_share", Value: share, Unit: UnitRatio},
-		{Name: "flush_seconds", Value: flush, Unit: UnitSeconds},
-		{Name: "wait_samples", Value: float64(waits.Samples), Unit: UnitCount},
+func contentionEvidence(f contentionFacts) []Evidence {
+	return []Evidence{
+		{Name: "mean_active_backends", Value: f.active, Unit: UnitCount},
+		{Name: "wal_flush_wait_share", Value: f.share, Unit: UnitRatio},
+		{Name: "flush_seconds", Value: f.flush, Unit: UnitSeconds},
+		{Name: "wait_samples", Value: float64(f.waitSamples), Unit: UnitCount},
 	}
-	region, ok := findCommitDelayRegion(active, flush)
-	if !ok {
-		// Outside what the lab measured to gain: the contention is real and the figures are
-		// the operator's, but nothing is recommended.
-		return found(Finding{
-			Severity: Info,
-			Action:   ActionAdvice,
-			Summary: fmt.Sprintf("On average %.0f backends are active and %s of their time goes to waiting on WAL "+
-				"flushes (WALWrite lock, WAL write and sync I/O); a flush takes %s (%s). commit_delay is not "+
-				"recommended here: the lab measured a gain beyond the spread only at about 16 concurrent committers on a "+
-				"1 ms device (docs/benchmarks.md, commit grouping table).", active, pct(share), humanSeconds(flush), source),
-			Evidence: evidence,
-			ExpectedEffect: "None recommended. The lab's figures: at 64-200 clients and on the 4 ms device every commit_delay " +
-				"point tried stayed within the run-to-run spread (-19% to +23%), and 2000 us lost 29% at 16 clients on the 1 ms device.",
-		})
+}
+
+// contentionInfo reports contention outside the region the lab measured a gain in.
+func contentionInfo(f contentionFacts) Finding {
+	return Finding{
+		Severity: Info,
+		Action:   ActionAdvice,
+		Summary: fmt.Sprintf("On average %.0f backends are active and %s of their time goes to waiting on WAL "+
+			"flushes (WALWrite lock, WAL write and sync I/O); a flush takes %s (%s). commit_delay is not "+
+			"recommended here: the lab measured a gain beyond the spread only at about 16 concurrent committers on a "+
+			"1 ms device (docs/benchmarks.md, commit grouping table).", f.active, pct(f.share), humanSeconds(f.flush), f.flushSource),
+		Evidence: contentionEvidence(f),
+		ExpectedEffect: "None recommended. The lab's figures: at 64-200 clients and on the 4 ms device every commit_delay " +
+			"point tried stayed within the run-to-run spread (-19% to +23%), and 2000 us lost 29% at 16 clients on the 1 ms device.",
 	}
-	rate := w.Change(WALRecords)
+}
+
+// contentionFindings recommend the region's commit_delay, and its commit_siblings where they differ.
+func contentionFindings(f contentionFacts, d contentionDecision) []Finding {
+	region, ev := d.region, contentionEvidence(f)
 	var predicted *Predicted
-	if rate.OK() && rate.Seconds > 0 {
+	if rate := f.window.Change(WALRecords); rate.OK() && rate.Seconds > 0 {
 		predicted = &Predicted{Name: PredictWALRecordRate, Current: rate.Rate(), Value: rate.Rate() * (1 + region.gain), Unit: UnitPerSecond,
 			Basis: fmt.Sprintf("WAL records per second, which a fixed commit mix writes in proportion to its commits, rise by the "+
 				"gain the lab measured in this region (%s, +%.0f%%; docs/benchmarks.md, commit grouping table)", region.measured, 100*region.gain)}
@@ -167,31 +225,30 @@ func evalWALLockContention(in Input) Result {
 	fs := []Finding{{
 		Severity:    Warning,
 		Setting:     collector.CommitDelay,
-		Current:     cur,
+		Current:     f.delayText,
 		Recommended: strconv.Itoa(region.delayUS),
 		Action:      ActionAdvice,
 		Summary: fmt.Sprintf("On average %.0f backends are active and %s of their time goes to waiting on WAL "+
 			"flushes (WALWrite lock, WAL write and sync I/O); a flush takes %s (%s). This is where the lab measured "+
 			"commit_delay=%d us with commit_siblings=%d letting concurrent commits share a flush: +%.0f%% commits.",
-			active, pct(share), humanSeconds(flush), source, region.delayUS, region.siblings, 100*region.gain),
-		Evidence:       evidence,
+			f.active, pct(f.share), humanSeconds(f.flush), f.flushSource, region.delayUS, region.siblings, 100*region.gain),
+		Evidence:       ev,
 		ExpectedEffect: effect,
 		Predicted:      predicted,
 	}}
-	if siblings, ok := s.number(collector.CommitSiblings); ok && (siblings >= active || int(siblings) != region.siblings) {
-		cs, _ := s.value(collector.CommitSiblings)
+	if d.siblings {
 		fs = append(fs, Finding{
 			Severity:    Warning,
 			Setting:     collector.CommitSiblings,
-			Current:     cs,
+			Current:     f.siblingsText,
 			Recommended: strconv.Itoa(region.siblings),
 			Action:      ActionAdvice,
 			Summary: fmt.Sprintf("commit_siblings=%s: the lab's gain was measured with %d (with %s and %.0f backends usually "+
-				"active, commit_delay would apply at other times than it measured).", cs, region.siblings, cs, active),
-			Evidence:       evidence,
+				"active, commit_delay would apply at other times than it measured).", f.siblingsText, region.siblings, f.siblingsText, f.active),
+			Evidence:       ev,
 			ExpectedEffect: effect,
 			Predicted:      predicted,
 		})
 	}
-	return found(fs...)
+	return fs
 }

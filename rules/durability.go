@@ -12,10 +12,9 @@ import (
 // pgDocs is the root of the PostgreSQL documentation the sources cite.
 const pgDocs = "https://www.postgresql.org/docs/current/"
 
-// fsync-off: PostgreSQL docs, runtime-config-wal (fsync): "turning off fsync ... can result in
-// unrecoverable data corruption in the event of a power failure or system crash". Seed 000
-// measured what it buys (Solaris 75 vs 22-30 tps) and asked how to get that speed safely;
-// seed 004 shows the same loss from a drive that acknowledges before persisting.
+// fsync-off: "turning off fsync ... can result in unrecoverable data corruption in the event of a
+// power failure or system crash" (docs: runtime-config-wal, fsync). Seed 000 asked how to get its
+// speed safely; seed 004 shows the same loss from a lying drive (docs/rules.md, fsync-off).
 func fsyncOff() Rule {
 	return Rule{
 		ID:       "fsync-off",
@@ -54,10 +53,8 @@ func evalFsyncOff(in Input) Result {
 		Setting:     collector.Fsync,
 		Current:     "off",
 		Recommended: "on",
-		// Turning fsync on is a reload, but the advisor leaves fsync, synchronous_commit and
-		// full_page_writes to people whichever way they move: turning it on slows every commit
-		// (seed 000: 3.4x on Solaris) and does not repair what a crash already corrupted, so it
-		// is a decision for whoever chose off.
+		// The advisor leaves fsync to people whichever way it moves: turning it on slows every
+		// commit and repairs nothing a crash already corrupted (docs/rules.md, fsync-off).
 		Action: ActionNeverAuto,
 		Summary: "fsync is off: PostgreSQL never flushes WAL or data files to stable storage, so an " +
 			"operating-system crash or power loss can corrupt the cluster beyond repair by WAL replay.",
@@ -78,13 +75,10 @@ func evalFsyncOff(in Input) Result {
 	return found(f)
 }
 
-// wal-on-volatile-storage: tmpfs and ramfs live in memory (kernel doc filesystems/tmpfs), so
-// WAL there is lost on power loss or reboot, and with it the promise of every commit since the
-// last checkpoint; the data files can no longer be made consistent. Seed 002 ("putting xlog on
-// tmpfs") and the lab: 8316 vs 224 tps at one client (docs/benchmarks.md, seed 002 table
-// (8316, 224)) - fast because nothing is durable.
-// nobarrier/barrier=0 (kernel doc admin-guide/ext4) stops the file system from flushing the
-// device's volatile write cache, so fsync returns before the data is safe.
+// wal-on-volatile-storage: WAL on tmpfs or ramfs (kernel doc filesystems/tmpfs) is lost on power
+// loss or reboot, and with it every commit since the last checkpoint; nobarrier (kernel doc
+// admin-guide/ext4) lets fsync return before the drive's cache is flushed. Seed 002 put the WAL on
+// tmpfs for speed (docs/rules.md, wal-on-volatile-storage; docs/benchmarks.md, seed 002 table).
 func walOnVolatileStorage() Rule {
 	return Rule{
 		ID:       "wal-on-volatile-storage",
@@ -99,7 +93,7 @@ func walOnVolatileStorage() Rule {
 			"https://www.kernel.org/doc/html/latest/admin-guide/ext4.html (barrier, nobarrier)",
 			"https://www.kernel.org/doc/html/latest/block/writeback_cache_control.html",
 			pgDocs + "wal-reliability.html",
-			"seed 002 (WAL on tmpfs)", "docs/benchmarks.md, seed 002 table (8316, 224)",
+			"seed 002 (WAL on tmpfs)", "docs/rules.md, wal-on-volatile-storage", "docs/benchmarks.md, seed 002 table",
 		},
 		Immediate: true,
 		Eval:      withDefaults(evalWALOnVolatileStorage),
@@ -192,12 +186,10 @@ func boolValue(b bool) float64 {
 	return 0
 }
 
-// write-cache-unsafe: the probes compare synced with unsynced writes and the device's facts.
-// A rotating disk cannot put a write on the platter in well under a millisecond, so a sync
-// that fast was acknowledged by a volatile cache (seed 004: IDE drives with write cache on
-// corrupted the database at every power pull; seed 000 asked "is open_sync really syncing?").
-// On a non-rotational device a lying cache and power-loss protection look alike from latency
-// alone, so that case is a warning, and an unknown verdict with a write-back cache only info.
+// write-cache-unsafe: a rotating disk cannot persist a write in well under a millisecond, so a
+// sync that fast was acknowledged by a volatile cache (seed 004). On a non-rotational device a
+// lying cache and power-loss protection look alike from latency alone: a warning there
+// (docs/rules.md, write-cache-unsafe).
 func writeCacheUnsafe() Rule {
 	return Rule{
 		ID:       "write-cache-unsafe",
@@ -217,70 +209,100 @@ func writeCacheUnsafe() Rule {
 	}
 }
 
+// writeCacheFacts is what write-cache-unsafe judges: the probes' durability verdict and the
+// device's facts, from the verdict or, where it lacks them, the collector.
+type writeCacheFacts struct {
+	verdict    probes.Verdict
+	rotational *bool  // nil when unknown
+	writeCache string // "write back", "write through" or "" when unknown
+}
+
 func evalWriteCacheUnsafe(in Input) Result {
 	probe, missing := freshProbe(in)
 	if probe == nil {
 		return notEnough("%s", missing)
 	}
-	v := probe.Durability
-	rotational := v.Facts.Rotational
-	writeCache := v.Facts.WriteCache
+	f := writeCacheFacts{verdict: probe.Durability, rotational: probe.Durability.Facts.Rotational, writeCache: probe.Durability.Facts.WriteCache}
 	if snap, ok := in.History.Latest(); ok && snap.WALStorage != nil {
-		if rotational == nil {
-			rotational = snap.WALStorage.Rotational
+		if f.rotational == nil {
+			f.rotational = snap.WALStorage.Rotational
 		}
-		if writeCache == "" {
-			writeCache = snap.WALStorage.WriteCache
+		if f.writeCache == "" {
+			f.writeCache = snap.WALStorage.WriteCache
 		}
 	}
-	evidence := verdictEvidence(v)
-	// The verdict cites rotational when its facts knew it; add it only when it came from the
-	// snapshot instead, so that it is cited once.
-	if _, cited := v.Evidence["rotational"]; !cited && rotational != nil {
-		evidence = append(evidence, Evidence{Name: "rotational", Value: boolValue(*rotational), Unit: UnitBool})
-	}
-	current := writeCache
-	if current == "" {
-		current = "unknown"
-	}
-	switch v.Status {
-	case probes.VerdictTooFast:
-		sev := Warning
-		what := "A non-rotational device may have power-loss protection that makes this safe; confirm " +
-			"with its vendor, or turn its write cache off."
-		if rotational != nil && *rotational {
-			sev = Critical
-			what = "A rotating disk cannot persist a write this fast: its volatile write cache acknowledged " +
-				"it, and a power cut loses commits."
-		}
-		return found(Finding{
-			Severity:    sev,
-			Setting:     collector.HostWriteCache,
-			Current:     current,
-			Recommended: "write through, or a cache with power-loss protection",
-			Action:      ActionAdvice,
-			Summary:     strings.TrimSpace("Syncs complete faster than the device can persist them. " + v.Reason + " " + what),
-			Evidence:    evidence,
-			ExpectedEffect: "Commits survive a power cut (seed 004: no corruption in three power pulls with the " +
-				"write cache off, corruption every time with it on); each flush then costs what the media takes.",
-		})
-	case probes.VerdictUnknown:
-		if writeCache != "write back" {
-			return found()
-		}
-		return found(Finding{
-			Severity:    Info,
-			Setting:     collector.HostWriteCache,
-			Current:     current,
-			Recommended: "confirm power-loss protection",
-			Action:      ActionAdvice,
-			Summary: strings.TrimSpace("The WAL's device caches writes and its sync latency cannot tell whether " +
-				"that cache survives a power cut. " + v.Reason),
-			Evidence:       evidence,
-			ExpectedEffect: "Knowing whether a power cut can lose acknowledged commits.",
-		})
+	switch decideWriteCache(f) {
+	case verdictFire:
+		return found(writeCacheFinding(f))
+	case verdictAdvise:
+		return found(writeCacheUnknown(f))
 	}
 	return found()
+}
+
+// decideWriteCache: syncs too fast to be persisted fire; a verdict that cannot tell is worth
+// knowing only where the device caches writes.
+func decideWriteCache(f writeCacheFacts) verdict {
+	switch {
+	case f.verdict.Status == probes.VerdictTooFast:
+		return verdictFire
+	case f.verdict.Status == probes.VerdictUnknown && f.writeCache == "write back":
+		return verdictAdvise
+	}
+	return verdictQuiet
+}
+
+// writeCacheEvidence is the verdict's figures, and rotational when it came from the collector
+// instead (the verdict cites it when its facts knew it): cited once.
+func writeCacheEvidence(f writeCacheFacts) []Evidence {
+	ev := verdictEvidence(f.verdict)
+	if _, cited := f.verdict.Evidence["rotational"]; !cited && f.rotational != nil {
+		ev = append(ev, Evidence{Name: "rotational", Value: boolValue(*f.rotational), Unit: UnitBool})
+	}
+	return ev
+}
+
+func (f writeCacheFacts) current() string {
+	if f.writeCache == "" {
+		return "unknown"
+	}
+	return f.writeCache
+}
+
+func writeCacheFinding(f writeCacheFacts) Finding {
+	sev := Warning
+	what := "A non-rotational device may have power-loss protection that makes this safe; confirm " +
+		"with its vendor, or turn its write cache off."
+	if f.rotational != nil && *f.rotational {
+		sev = Critical
+		what = "A rotating disk cannot persist a write this fast: its volatile write cache acknowledged " +
+			"it, and a power cut loses commits."
+	}
+	return Finding{
+		Severity:    sev,
+		Setting:     collector.HostWriteCache,
+		Current:     f.current(),
+		Recommended: "write through, or a cache with power-loss protection",
+		Action:      ActionAdvice,
+		Summary:     strings.TrimSpace("Syncs complete faster than the device can persist them. " + f.verdict.Reason + " " + what),
+		Evidence:    writeCacheEvidence(f),
+		ExpectedEffect: "Commits survive a power cut (seed 004: no corruption in three power pulls with the " +
+			"write cache off, corruption every time with it on); each flush then costs what the media takes.",
+	}
+}
+
+func writeCacheUnknown(f writeCacheFacts) Finding {
+	return Finding{
+		Severity:    Info,
+		Setting:     collector.HostWriteCache,
+		Current:     f.current(),
+		Recommended: "confirm power-loss protection",
+		Action:      ActionAdvice,
+		Summary: strings.TrimSpace("The WAL's device caches writes and its sync latency cannot tell whether " +
+			"that cache survives a power cut. " + f.verdict.Reason),
+		Evidence:       writeCacheEvidence(f),
+		ExpectedEffect: "Knowing whether a power cut can lose acknowledged commits.",
+	}
 }
 
 // verdictUnit is the unit of a verdict figure that is not in microseconds (probes.Judge names

@@ -11,14 +11,9 @@ import (
 // one from a history, so the value a rule calls current, the value apply's verification
 // measures after the change and the value a benchmark compares are the same measurement.
 const (
-	// PredictWALWait is the time backends wait on the WAL's write path per MB of WAL: backend
-	// seconds in IO WALWrite, IO WALSync, LWLock WALWrite (queued behind another backend's write)
-	// or LWLock WALBufMapping (waiting for a buffer to be written out), from the wait-event
-	// samples, over the WAL generated (the insert LSN's advance where it is further than
-	// pg_stat_wal's wal_bytes: a transaction still running). Per MB, like apply's figures, so
-	// that a load that speeds up once a bottleneck is gone - a bulk load always runs as fast as
-	// its slowest step lets it - does not hide what each MB costs; wait events see a transaction
-	// still running, which pg_stat_wal counts only when it ends.
+	// PredictWALWait is the backend time spent waiting on the WAL's write path (walWaitEvents),
+	// from the wait-event samples, per MB of WAL generated: per MB, so that a load that speeds
+	// up once a bottleneck is gone does not hide what each MB costs (docs/rules.md, Predicted effect).
 	PredictWALWait = "wal_write_wait_seconds_per_mb"
 	// PredictWALIO is WAL write plus sync time (pg_stat_wal, track_wal_io_timing) per MB of WAL:
 	// the figure when wait events are not sampled.

@@ -100,24 +100,12 @@ func conflictRule() Rule {
 	}
 }
 
-// Resolve turns the findings of one evaluation into one recommendation per setting. Findings
-// without a setting or a recommended value are advice and stay findings only. Among the
-// findings of a setting, the value recommended is decided in this order (docs/rules.md, "One
-// recommendation per setting"):
-//
-//  1. measured evidence over configuration facts (rules marked Immediate);
-//  2. among measured findings, the larger predicted gain (Finding.Prediction); a finding with a
-//     prediction before one without;
-//  3. the value that comes first in the preferred wal_sync_method order sync-method-slow uses
-//     (fdatasync, fsync, open_datasync, open_sync, fsync_writethrough);
-//  4. the smaller step from the current value;
-//  5. last, the rule ID, so that the answer never depends on the order of the findings.
-//
-// Findings that recommend the decided value support it; the others are overruled. Two findings
-// that move an ordered setting (a size, a count) in opposite directions produce no
-// recommendation but a recommendations-conflict finding. rules gives each rule's metadata; a
-// rule missing from it counts as measured. Pending findings (State pending) are not resolved:
-// nothing recommends, alerts on or applies a condition that has not yet lasted RaiseAfter.
+// Resolve turns the findings of one evaluation into one recommendation per setting, deciding
+// among a setting's findings by the order docs/rules.md gives ("One recommendation per setting"):
+// measured over facts, the larger predicted gain, the preferred wal_sync_method order, the smaller
+// step, the rule ID. Findings without a setting or a value are advice and stay findings only;
+// findings that move an ordered setting both ways give a recommendations-conflict finding instead;
+// pending findings are not resolved. A rule missing from rules counts as measured.
 func Resolve(rules []Rule, findings []Finding) Resolution {
 	facts := map[string]bool{}
 	for _, r := range rules {

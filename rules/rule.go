@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/pgwal-advisor/pgwal-advisor/probes"
@@ -51,6 +52,35 @@ func withDefaults(eval func(Input) Result) func(Input) Result {
 		}
 		return eval(in)
 	}
+}
+
+// verdict is what a rule's decide step concludes from its facts and the thresholds alone.
+type verdict int
+
+const (
+	// verdictQuiet: judged, nothing to report.
+	verdictQuiet verdict = iota
+	// verdictUnknown: a fact the decision needs is unknown, so the rule has not enough data.
+	verdictUnknown
+	// verdictFire: the condition holds; the finding recommends the remedy.
+	verdictFire
+	// verdictAdvise: the condition holds, but the remedy lies outside what the advisor measured
+	// or allows; an info finding says so and recommends nothing.
+	verdictAdvise
+)
+
+func (v verdict) String() string {
+	switch v {
+	case verdictQuiet:
+		return "quiet"
+	case verdictUnknown:
+		return "unknown"
+	case verdictFire:
+		return "fire"
+	case verdictAdvise:
+		return "advise"
+	}
+	return fmt.Sprintf("verdict(%d)", int(v))
 }
 
 // Outcome is one rule's Result from one evaluation.
@@ -206,9 +236,8 @@ func DefaultThresholds() Thresholds {
 
 		ProbeMaxAge:     time.Hour,
 		ProbeMinSamples: 10,
-		// One-sided 97.5%: with a 20% minimum gain on top, a method change is never driven by
-		// the run-to-run spread the lab saw between identical runs (docs/benchmarks.md, seed 000
-		// table (up to 12%); seed 001 table: up to 21%).
+		// A significant and a substantial gain: neither alone keeps a method change from
+		// following the run-to-run spread (docs/rules.md, Probe comparisons).
 		ProbeZ:         1.96,
 		MinImprovement: 0.20,
 		MinGain:        100 * time.Microsecond,
@@ -225,11 +254,8 @@ func DefaultThresholds() Thresholds {
 		CheckpointSyncSlow: time.Second,
 		CompletionTarget:   0.9,
 
-		// Chosen, not yet measured on a grid (docs/rules.md, writeback-stalls-wal): 64MB is the
-		// smallest background threshold the folklore sets (tuned, EDB); two seconds of device
-		// writes is twice the queue a 1 s flush budget allows; 50 ms per flush is 12x the lab's
-		// 4 ms device; 5 s is well under the neighbour stall (docs/benchmarks.md, neighbour
-		// table (45.0 s at the defaults, 27 s its shortest run)).
+		// Chosen, not yet measured on a grid (docs/rules.md, writeback-stalls-wal, "Why the
+		// thresholds").
 		WritebackPileMin:     64 << 20,
 		WritebackPileSeconds: 2,
 		WritebackFlushSlow:   50 * time.Millisecond,

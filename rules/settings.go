@@ -138,15 +138,6 @@ func pct(r float64) string {
 	return fmt.Sprintf("%.0f%%", r*100)
 }
 
-// floorPow2 is the largest power of two not above n (n >= 1).
-func floorPow2(n int64) int64 {
-	p := int64(1)
-	for p*2 <= n && p*2 > 0 {
-		p *= 2
-	}
-	return p
-}
-
 // ceilPow2 is the smallest power of two not below n (n >= 1).
 func ceilPow2(n int64) int64 {
 	p := int64(1)

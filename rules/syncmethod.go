@@ -21,129 +21,11 @@ func acceptedMethods(s settings) []string {
 	return slices.DeleteFunc(probes.DurableMethods(), func(m string) bool { return m == probes.FsyncWritethrough })
 }
 
-// bufferWrites summarizes buffer-full writes over a window.
-type bufferWrites struct {
-	Rate  float64 // buffer-full writes per second
-	Share float64 // of all WAL writes
-	// PerWrite is what one WAL write costs, in seconds, and Source where that figure came
-	// from ("wal_write_time", "probe"); PerWrite is 0 when unknown.
-	PerWrite float64
-	Source   string
-	// Bytes is the WAL generated over the window: the larger of pg_stat_wal's wal_bytes and
-	// the insert LSN's advance, never their sum, since both count the same WAL once its
-	// transaction has ended.
-	Bytes float64
-	// Estimated says Rate and Share are estimated from the insert LSN and the wait events,
-	// because pg_stat_wal has not counted the writes of a transaction still running;
-	// Uncounted is the WAL they were estimated from, the LSN's advance beyond wal_bytes'.
-	Estimated bool
-	Uncounted float64
-}
-
-// measureBufferWrites reads buffer-full writes and their cost from the window. The measured
-// WAL write time per write (track_wal_io_timing) is preferred to the probes: it is this
-// server's own cost. Without it, a buffer-full write costs a synchronous 8kB write under the
-// open_* methods and a plain write otherwise.
-func measureBufferWrites(w *History, s settings, method string, probe *probes.Report, t Thresholds) (bufferWrites, bool) {
-	full, writes := w.Change(WALBuffersFull), w.Change(WALWrites)
-	if !full.OK() || !writes.OK() {
-		return bufferWrites{}, false
-	}
-	b := bufferWrites{Rate: full.Rate()}
-	if writes.Delta > 0 {
-		b.Share = min(full.Delta/writes.Delta, 1)
-	}
-	stat, lsn := w.Change(WALBytes), w.Change(WALInsertBytes)
-	b.Bytes = max(stat.Delta, lsn.Delta)
-	if lsn.OK() && lsn.Delta > stat.Delta {
-		estimateBufferWrites(&b, w, s, stat, lsn, full, writes, t)
-	}
-	if on, _ := s.on(collector.TrackWALIOTiming); on {
-		if wt := w.Change(WALWriteSeconds); wt.OK() && wt.Delta > 0 && writes.Delta > 0 {
-			b.PerWrite, b.Source = wt.Delta/writes.Delta, "wal_write_time"
-			return b, true
-		}
-	}
-	name := probes.Write
-	if isOpenMethod(method) {
-		name = method
-	}
-	if m, ok := probeResult(probe, name, 1); ok {
-		b.PerWrite, b.Source = usSeconds(m.LatencyUS.Mean), "probe"
-	}
-	return b, true
-}
-
-// estimateBufferWrites fills in the buffer-full writes of WAL that pg_stat_wal has not
-// counted yet: a backend's WAL counters reach pg_stat_wal only when its transaction ends
-// (docs: monitoring-stats, pg_stat_wal), so one long INSERT shows nothing there while it runs
-// (seed 001's 130 s statement). The insert LSN moves meanwhile. With small wal_buffers, a
-// backend that fills the buffers writes them out itself, about once per wal_buffers of WAL:
-// under an open_* method each write is a synchronous device write, under fdatasync or fsync a
-// write into the page cache that still holds the backend. Measured on the 4 ms simulated disk
-// (one 30M-row INSERT under fdatasync, a 32 s check into it, one run each): at 64kB the backend
-// spent 67% of its samples in IO WALWrite and the WAL grew 1.05 GB; at 16MB, 3% and 1.76 GB.
-// The estimate is only believed when the backends are seen doing it, in IO WALWrite for a good
-// share of their active samples. It covers only the WAL pg_stat_wal has not counted (the insert
-// LSN's advance beyond pg_stat_wal's bytes) and is added to the buffer-full writes it did count,
-// so the transaction's writes are never counted twice when it commits, and other sessions'
-// transactions that commit meanwhile (autovacuum, a few small writers beside the long
-// statement) no longer hide the long one: the estimate used to stand only when pg_stat_wal
-// counted no buffer-full write at all in the window, and one small commit ended it.
-func estimateBufferWrites(b *bufferWrites, w *History, s settings, stat, lsn, full, writes Change, t Thresholds) {
-	size, ok := s.bytes(collector.WALBuffers)
-	if !ok || size <= 0 || size >= t.WALBuffersMax || lsn.Seconds <= 0 {
-		return
-	}
-	waits := w.WaitEvents()
-	if waits.Samples < t.MinWaitSamples || waits.ActiveBackends <= 0 ||
-		waits.Share(collector.EventIOWALWrite) < t.BuffersFullWaitShare {
-		return
-	}
-	// Only the WAL pg_stat_wal has not seen: what it has seen came with its own buffer-full
-	// count, zero here, so commits that merely lag a snapshot behind are not blamed.
-	b.Uncounted = lsn.Delta - stat.Delta
-	est := b.Uncounted / float64(size)
-	counted := max(full.Delta, 0)
-	b.Rate = (counted + est) / lsn.Seconds
-	// The writes pg_stat_wal did count (the WAL writer's, other backends', the counted
-	// buffer-full ones among them) are not the estimated ones.
-	b.Share = min((counted+est)/(est+max(writes.Delta, 0)), 1)
-	b.Estimated = true
-}
-
-// estimateNote is what a summary says of where its buffer-full writes came from.
-func (b bufferWrites) estimateNote() string {
-	if !b.Estimated {
-		return ""
-	}
-	return fmt.Sprintf(" (estimated from the insert LSN, %s of WAL in the window that pg_stat_wal has not counted yet, "+
-		"and wait events: a transaction still running)", humanBytes(b.Uncounted))
-}
-
-// estimateEvidence is the evidence that marks estimated buffer-full writes.
-func (b bufferWrites) estimateEvidence() []Evidence {
-	if !b.Estimated {
-		return nil
-	}
-	return []Evidence{
-		{Name: "buffers_full_estimated_from_lsn", Value: 1, Unit: UnitBool},
-		{Name: "wal_bytes", Value: b.Bytes, Unit: UnitBytes},
-		{Name: "wal_bytes_not_in_pg_stat_wal", Value: b.Uncounted, Unit: UnitBytes},
-	}
-}
-
-// sync-method-slow: PostgreSQL docs (runtime-config-wal, wal_sync_method; wal-reliability)
-// leave the choice to the operator and point at pg_test_fsync, which measures but recommends
-// nothing. Seed 000: open_sync 22 tps vs fsync 30 on the reporter's disk. The lab's 4 ms disk
-// charges a sync the same whatever the method, and there the four measured alike at one client
-// (docs/benchmarks.md, seed 000 table (203, 210)): where a device does not tell them apart, the
-// probes do not either, and nothing is recommended. Seed 001: open_datasync pays a device sync
-// for every buffer-full write.
-// The comparison follows the server's write pattern - one 8kB write per flush for commits, two
-// when the buffers fill - and a method is only recommended when it is significantly and
-// substantially faster, the server accepts it, the probe measured it, and the probe did not
-// flag it as not really syncing.
+// sync-method-slow: the PostgreSQL docs leave wal_sync_method to the operator and point at
+// pg_test_fsync, which measures but recommends nothing. The probes compare the methods in this
+// server's write pattern, and a method is recommended only when it is faster beyond noise and by
+// enough to matter; where a device does not tell them apart, nothing is (docs/rules.md,
+// sync-method-slow; docs/benchmarks.md, seed 000 table).
 func syncMethodSlow() Rule {
 	return Rule{
 		ID:       "sync-method-slow",
@@ -160,155 +42,188 @@ func syncMethodSlow() Rule {
 			pgDocs + "wal-reliability.html",
 			pgDocs + "pgtestfsync.html",
 			"seed 000 (open_sync vs fsync)", "seed 001 (open_datasync vs fdatasync under bulk load)",
-			"docs/benchmarks.md, seed 000 table (runs of one configuration differ by up to 12%)",
+			"docs/rules.md, Probe comparisons", "docs/benchmarks.md, seed 000 table",
 		},
 		Eval: withDefaults(evalSyncMethodSlow),
 	}
 }
 
+// syncMethodFacts is what sync-method-slow compares: the probes' results in this server's write
+// pattern, and how often the server flushes.
+type syncMethodFacts struct {
+	fsyncOff bool     // nothing is synced: fsync-off speaks, this rule does not
+	method   string   // wal_sync_method now
+	accepted []string // what the server accepts for it
+	probe    *probes.Report
+	// writesPerSync is the server's write pattern: 2 when it loads in bulk (buffer-full writes are
+	// at least BulkBuffersFullShare of its WAL writes, at BuffersFullMinRate), else 1 (commits,
+	// and always before 14: no pg_stat_wal). bufferFullShare is that share, 0 when unmeasured.
+	writesPerSync   int
+	bufferFullShare float64
+	current         probes.MethodResult // the configured method in that pattern
+	// flushRate is WAL flushes per second and flushSource how they were counted; 0 when unknown.
+	flushRate   float64
+	flushSource string
+	window      *History // nil without pg_stat_wal
+}
+
+// methodCandidate is a method the probes measured faster than the configured one.
+type methodCandidate struct {
+	m probes.MethodResult
+	s speedup
+}
+
 func evalSyncMethodSlow(in Input) Result {
-	pg, missing := latestPostgres(in.History)
-	if pg == nil {
-		return notEnough("%s", missing)
+	f, lacking := syncMethodFactsOf(in)
+	if lacking != "" {
+		return notEnough("%s", lacking)
 	}
-	s := settings(pg.Settings)
-	if on, ok := s.on(collector.Fsync); ok && !on {
-		return found() // nothing is synced: fsync-off says so
-	}
-	method, ok := s.value(collector.WALSyncMethod)
+	pick, ok := decideSyncMethod(f, in.Config)
 	if !ok {
-		return notEnough("wal_sync_method is missing from pg_settings")
-	}
-	probe, missing := freshProbe(in)
-	if probe == nil {
-		return notEnough("%s", missing)
-	}
-	t := in.Config
-
-	// The server's write pattern: bulk when a good share of its WAL writes are buffer-full
-	// writes. Before 14 there is no pg_stat_wal and commits (one write per flush) are assumed.
-	writesPerSync, share := 1, 0.0
-	// Flushes per second, for the prediction: pg_stat_wal.wal_sync counts them, except under the
-	// open_* methods, where PostgreSQL issues no separate sync and leaves it at zero (docs:
-	// pg_stat_wal); then each flush is taken to be writesPerSync of the counted writes.
-	var flushRate float64
-	var flushSource string
-	var w *History
-	if pg.WAL != nil {
-		w = sinceWindow(in, t.Window)
-		if cold := coldStart(w, t); cold != "" {
-			return notEnough("%s", cold)
-		}
-		// Writes pg_stat_wal has not counted yet (a transaction still running) are flushes too.
-		var uncounted float64
-		if b, ok := measureBufferWrites(w, s, method, probe, t); ok {
-			share = b.Share
-			if b.Share >= t.BulkBuffersFullShare && b.Rate >= t.BuffersFullMinRate {
-				writesPerSync = 2
-			}
-			if b.Estimated {
-				uncounted = b.Rate
-			}
-		}
-		if c := w.Change(WALSyncs); c.OK() && c.Rate() > 0 {
-			flushRate, flushSource = c.Rate(), "wal_sync"
-		} else if c := w.Change(WALWrites); isOpenMethod(method) && c.OK() && c.Rate()+uncounted > 0 {
-			flushRate, flushSource = (c.Rate()+uncounted)/float64(writesPerSync), fmt.Sprintf("wal_write / %d", writesPerSync)
-			if uncounted > 0 {
-				flushSource = fmt.Sprintf("(wal_write + buffer-full writes estimated from the insert LSN) / %d", writesPerSync)
-			}
-		}
-	}
-	cur, ok := probeResult(probe, method, writesPerSync)
-	if !ok {
-		return notEnough("the probe has no usable result for %s with %d write(s) per sync", method, writesPerSync)
-	}
-
-	type cand struct {
-		m probes.MethodResult
-		s speedup
-	}
-	var cands []cand
-	for _, name := range acceptedMethods(s) {
-		if name == method || !slices.Contains(probes.DurableMethods(), name) || flagged(probe, name) {
-			continue
-		}
-		m, ok := probeResult(probe, name, writesPerSync)
-		if !ok || !syncs(probe, name, t) {
-			continue
-		}
-		sp := compare(cur, m, t)
-		if !sp.better(t) {
-			continue
-		}
-		if writesPerSync == 1 && isOpenMethod(name) && hurtsBulk(probe, method, name, t) {
-			// Today's commits would be faster, the next bulk load much slower (seed 001).
-			continue
-		}
-		cands = append(cands, cand{m, sp})
-	}
-	if len(cands) == 0 {
 		return found()
 	}
+	return found(syncMethodFinding(f, pick))
+}
+
+// decideSyncMethod picks the method to recommend, if any.
+func decideSyncMethod(f syncMethodFacts, t Thresholds) (methodCandidate, bool) {
+	if f.fsyncOff {
+		return methodCandidate{}, false
+	}
+	cands := syncMethodCandidates(f, t)
+	if len(cands) == 0 {
+		return methodCandidate{}, false
+	}
+	return preferredMethod(cands, t), true
+}
+
+// syncMethodCandidates are the methods worth a change: accepted by the server, durable, measured
+// by the probe and not flagged by its verdict, really syncing, and better than the current one by
+// the bar every recommendation clears. On the commit pattern an open_* method must not lose the
+// next bulk load (seed 001).
+func syncMethodCandidates(f syncMethodFacts, t Thresholds) []methodCandidate {
+	var cands []methodCandidate
+	for _, name := range f.accepted {
+		if name == f.method || !slices.Contains(probes.DurableMethods(), name) || flagged(f.probe, name) {
+			continue
+		}
+		m, ok := probeResult(f.probe, name, f.writesPerSync)
+		if !ok || !syncs(f.probe, name, t) {
+			continue
+		}
+		sp := compare(f.current, m, t)
+		if !sp.better(t) || f.writesPerSync == 1 && isOpenMethod(name) && hurtsBulk(f.probe, f.method, name, t) {
+			continue
+		}
+		cands = append(cands, methodCandidate{m, sp})
+	}
+	return cands
+}
+
+// preferredMethod is the fastest candidate, unless it does not clear the bar against one that
+// comes earlier in the preferred order (fdatasync first): significance alone flips the advice
+// between methods that cost the same from one probe to the next (docs/rules.md, sync-method-slow).
+func preferredMethod(cands []methodCandidate, t Thresholds) methodCandidate {
 	best := cands[0]
 	for _, c := range cands[1:] {
 		if c.m.LatencyUS.Mean < best.m.LatencyUS.Mean {
 			best = c
 		}
 	}
-	// Among the candidates, prefer the safest default (fdatasync first) unless the fastest beats
-	// it by the bar any recommendation must clear: significant, at least MinImprovement and
-	// MinGain. Statistical significance alone is not enough: where fsync and fdatasync cost the
-	// same, a 1-2% difference comes out "significant" in one probe and the opposite one in the
-	// next (docs/rules.md, sync-method-slow), and the advice would flip between them.
-	pick := best
 	for _, name := range probes.DurableMethods() {
-		i := slices.IndexFunc(cands, func(c cand) bool { return c.m.Name == name })
+		i := slices.IndexFunc(cands, func(c methodCandidate) bool { return c.m.Name == name })
 		if i >= 0 && !compare(cands[i].m, best.m, t).better(t) {
-			pick = cands[i]
-			break
+			return cands[i]
 		}
 	}
+	return best
+}
 
-	curSec, pickSec := usSeconds(cur.LatencyUS.Mean), usSeconds(pick.m.LatencyUS.Mean)
-	// The gain Resolve weighs against other rules' for wal_sync_method: the time saved per flush
-	// times this server's flushes per second (unknown before 14, without pg_stat_wal).
-	var prediction *Prediction
-	if flushRate > 0 {
-		prediction = &Prediction{
-			SavedSecondsPerSecond: (curSec - pickSec) * flushRate,
-			Basis: fmt.Sprintf("%s saved per flush at %.0f WAL flushes per second (%s)",
-				humanSeconds(curSec-pickSec), flushRate, flushSource),
+// syncMethodFactsOf gathers the facts, or says what is missing to judge.
+func syncMethodFactsOf(in Input) (syncMethodFacts, string) {
+	var f syncMethodFacts
+	pg, missing := latestPostgres(in.History)
+	if pg == nil {
+		return f, missing
+	}
+	s := settings(pg.Settings)
+	if on, ok := s.on(collector.Fsync); ok && !on {
+		f.fsyncOff = true
+		return f, ""
+	}
+	method, ok := s.value(collector.WALSyncMethod)
+	if !ok {
+		return f, "wal_sync_method is missing from pg_settings"
+	}
+	probe, missing := freshProbe(in)
+	if probe == nil {
+		return f, missing
+	}
+	f.method, f.accepted, f.probe, f.writesPerSync = method, acceptedMethods(s), probe, 1
+	if pg.WAL != nil {
+		t := in.Config
+		w := sinceWindow(in, t.Window)
+		if cold := coldStart(w, t); cold != "" {
+			return f, cold
 		}
+		f.window = w
+		// Writes pg_stat_wal has not counted yet (a transaction still running) are flushes too.
+		var uncounted float64
+		if b, ok := measureBufferWrites(w, s, method, probe, t); ok {
+			f.bufferFullShare = b.Share
+			if b.Share >= t.BulkBuffersFullShare && b.Rate >= t.BuffersFullMinRate {
+				f.writesPerSync = 2
+			}
+			if b.Estimated {
+				uncounted = b.Rate
+			}
+		}
+		f.flushRate, f.flushSource = flushesPerSecond(w, method, f.writesPerSync, uncounted)
 	}
-	// The figure it predicts: backends' WAL waiting, less the time saved per flush; without a
-	// flush rate (no pg_stat_wal), the flush itself as the probes measure it.
-	predicted := &Predicted{
-		Name: PredictFlushSeconds, Current: curSec, Value: pickSec, Unit: UnitSeconds,
-		Basis: fmt.Sprintf("probe: one flush of this pattern (%d write(s)) takes %s with %s and %s with %s; "+
-			"without pg_stat_wal the flushes per second are unknown", writesPerSync, humanSeconds(curSec), method, humanSeconds(pickSec), pick.m.Name),
+	if f.current, ok = probeResult(probe, method, f.writesPerSync); !ok {
+		return f, fmt.Sprintf("the probe has no usable result for %s with %d write(s) per sync", method, f.writesPerSync)
 	}
-	if flushRate > 0 {
-		predicted = predictWAL(w, (curSec-pickSec)*flushRate, curSec*flushRate,
-			fmt.Sprintf("wal_sync_method %s -> %s (probe: %s -> %s per flush of %d write(s), at %.0f flushes per second from %s)",
-				method, pick.m.Name, humanSeconds(curSec), humanSeconds(pickSec), writesPerSync, flushRate, flushSource))
+	return f, ""
+}
+
+// flushesPerSecond counts WAL flushes: pg_stat_wal.wal_sync, except under the open_* methods,
+// which sync in the write and leave it at zero (docs: pg_stat_wal); then each flush is
+// writesPerSync of the writes, counted and uncounted (per second). 0 when unknown.
+func flushesPerSecond(w *History, method string, writesPerSync int, uncounted float64) (float64, string) {
+	if c := w.Change(WALSyncs); c.OK() && c.Rate() > 0 {
+		return c.Rate(), "wal_sync"
 	}
+	c := w.Change(WALWrites)
+	if !isOpenMethod(method) || !c.OK() || c.Rate()+uncounted <= 0 {
+		return 0, ""
+	}
+	source := fmt.Sprintf("wal_write / %d", writesPerSync)
+	if uncounted > 0 {
+		source = fmt.Sprintf("(wal_write + buffer-full writes estimated from the insert LSN) / %d", writesPerSync)
+	}
+	return (c.Rate() + uncounted) / float64(writesPerSync), source
+}
+
+func syncMethodFinding(f syncMethodFacts, pick methodCandidate) Finding {
+	cur := f.current
+	curSec, pickSec := usSeconds(cur.LatencyUS.Mean), usSeconds(pick.m.LatencyUS.Mean)
+	prediction, predicted := syncMethodPrediction(f, pick.m.Name, curSec, pickSec)
 	pattern := "one 8kB write per flush (commits)"
-	if writesPerSync == 2 {
-		pattern = fmt.Sprintf("two 8kB writes per flush (%s of WAL writes are buffer-full writes)", pct(share))
+	if f.writesPerSync == 2 {
+		pattern = fmt.Sprintf("two 8kB writes per flush (%s of WAL writes are buffer-full writes)", pct(f.bufferFullShare))
 	}
-	return found(Finding{
+	return Finding{
 		Severity:    Warning,
 		Setting:     collector.WALSyncMethod,
-		Current:     method,
+		Current:     f.method,
 		Recommended: pick.m.Name,
 		Action:      ActionReload,
 		Summary: fmt.Sprintf("For this server's pattern, %s, wal_sync_method=%s takes %s per flush on the WAL's "+
-			"file system; %s takes %s (%s less, z=%.1f over %d and %d samples).", pattern, method,
+			"file system; %s takes %s (%s less, z=%.1f over %d and %d samples).", pattern, f.method,
 			humanSeconds(curSec), pick.m.Name, humanSeconds(pickSec), pct(pick.s.Gain), pick.s.Z, cur.Samples, pick.m.Samples),
 		Evidence: []Evidence{
-			{Name: "writes_per_sync", Value: float64(writesPerSync), Unit: UnitCount},
-			{Name: "buffers_full_share", Value: share, Unit: UnitRatio},
+			{Name: "writes_per_sync", Value: float64(f.writesPerSync), Unit: UnitCount},
+			{Name: "buffers_full_share", Value: f.bufferFullShare, Unit: UnitRatio},
 			{Name: "current_flush_seconds", Value: curSec, Unit: UnitSeconds},
 			{Name: "current_flush_ci_low_seconds", Value: usSeconds(cur.LatencyUS.CILow), Unit: UnitSeconds},
 			{Name: "current_flush_ci_high_seconds", Value: usSeconds(cur.LatencyUS.CIHigh), Unit: UnitSeconds},
@@ -324,7 +239,28 @@ func evalSyncMethodSlow(in Input) Result {
 			"latency falls by about the difference.", humanSeconds(pickSec), humanSeconds(curSec)),
 		Prediction: prediction,
 		Predicted:  predicted,
-	})
+	}
+}
+
+// syncMethodPrediction is the gain Resolve weighs (the time saved per flush times the flushes
+// per second; none without a flush rate) and the figure it predicts: the backends' WAL waiting
+// less that gain, or without a flush rate the flush itself as the probes measure it.
+func syncMethodPrediction(f syncMethodFacts, pick string, curSec, pickSec float64) (*Prediction, *Predicted) {
+	if f.flushRate <= 0 {
+		return nil, &Predicted{
+			Name: PredictFlushSeconds, Current: curSec, Value: pickSec, Unit: UnitSeconds,
+			Basis: fmt.Sprintf("probe: one flush of this pattern (%d write(s)) takes %s with %s and %s with %s; "+
+				"without pg_stat_wal the flushes per second are unknown", f.writesPerSync, humanSeconds(curSec), f.method, humanSeconds(pickSec), pick),
+		}
+	}
+	prediction := &Prediction{
+		SavedSecondsPerSecond: (curSec - pickSec) * f.flushRate,
+		Basis: fmt.Sprintf("%s saved per flush at %.0f WAL flushes per second (%s)",
+			humanSeconds(curSec-pickSec), f.flushRate, f.flushSource),
+	}
+	return prediction, predictWAL(f.window, (curSec-pickSec)*f.flushRate, curSec*f.flushRate,
+		fmt.Sprintf("wal_sync_method %s -> %s (probe: %s -> %s per flush of %d write(s), at %.0f flushes per second from %s)",
+			f.method, pick, humanSeconds(curSec), humanSeconds(pickSec), f.writesPerSync, f.flushRate, f.flushSource))
 }
 
 // flagged reports whether the probe's durability verdict singles out a method: a too_fast
@@ -371,12 +307,10 @@ func hurtsBulk(r *probes.Report, current, candidate string, t Thresholds) bool {
 	return s.Significant && s.Gain >= t.MinImprovement
 }
 
-// open-sync-with-small-buffers: with open_datasync or open_sync every WAL write is a
-// synchronous device write, including the ones a backend makes because the WAL buffers are
-// full (docs: wal-configuration, wal_buffers and wal_sync_method; pg_stat_wal.wal_buffers_full).
-// Seed 001: 130 s with open_datasync at 64kB vs 5.5 s with fdatasync; the lab's 2M-row INSERT on
-// the 4 ms disk: docs/benchmarks.md, seed 001 table (131 s vs 5.49 s). fdatasync writes
-// buffer-full pages into the page cache and syncs once per flush.
+// open-sync-with-small-buffers: under open_datasync or open_sync every WAL write is a
+// synchronous device write, including those a backend makes because the WAL buffers are full;
+// fdatasync writes them into the page cache and syncs once per flush (docs/rules.md,
+// open-sync-with-small-buffers; docs/benchmarks.md, seed 001 table).
 func openSyncWithSmallBuffers() Rule {
 	return Rule{
 		ID:       "open-sync-with-small-buffers",
@@ -386,101 +320,143 @@ func openSyncWithSmallBuffers() Rule {
 		Rationale: "With open_datasync or open_sync every WAL write is synchronous, including the writes " +
 			"backends make because the WAL buffers are full; with fdatasync those are page-cache writes and " +
 			"the device is synced once per flush. Seed 001's bulk insert took 130 s instead of 5.5 s (the lab's " +
-			"2M-row INSERT on a 4 ms disk: docs/benchmarks.md, seed 001 table (131 s vs 5.49 s)).",
+			"2M-row INSERT on a 4 ms disk: docs/rules.md, open-sync-with-small-buffers).",
 		Sources: []string{
 			pgDocs + "runtime-config-wal.html#GUC-WAL-SYNC-METHOD",
 			pgDocs + "wal-configuration.html",
 			pgDocs + "monitoring-stats.html#MONITORING-PG-STAT-WAL-VIEW",
-			"seed 001", "docs/benchmarks.md, seed 001 table (131 s at 64kB open_datasync, 5.49 s with fdatasync)",
+			"seed 001", "docs/rules.md, open-sync-with-small-buffers", "docs/benchmarks.md, seed 001 table",
 		},
 		Eval: withDefaults(evalOpenSyncWithSmallBuffers),
 	}
 }
 
+// openSyncFacts is what open-sync-with-small-buffers judges.
+type openSyncFacts struct {
+	method string
+	// syncsEveryWrite: the method is open_* and fsync is on, so every WAL write waits for the
+	// device. Nothing else is gathered when it is false.
+	syncsEveryWrite bool
+	walBuffers      string // as pg_settings shows it
+	window          *History
+	writes          bufferWrites
+	cost            float64 // buffer-full write time per second of wall time (Rate x PerWrite)
+	// recommended is fdatasync, or fsync where the server does not accept fdatasync.
+	recommended string
+	// plainWrite is what a buffer-full write costs once it goes to the page cache (the probes'
+	// unsynced write; 0 where they did not measure it), plainSource says which.
+	plainWrite  float64
+	plainSource string
+}
+
 func evalOpenSyncWithSmallBuffers(in Input) Result {
+	f, lacking := openSyncFactsOf(in)
+	if lacking != "" {
+		return notEnough("%s", lacking)
+	}
+	switch decideOpenSync(f, in.Config) {
+	case verdictUnknown:
+		return notEnough("what a buffer-full write costs is unknown: turn track_wal_io_timing on or enable the probes")
+	case verdictFire:
+		return found(openSyncFinding(f))
+	}
+	return found()
+}
+
+// decideOpenSync: buffer-full writes under an open_* method that are frequent and cost enough.
+func decideOpenSync(f openSyncFacts, t Thresholds) verdict {
+	switch {
+	case !f.syncsEveryWrite:
+		return verdictQuiet
+	case f.writes.Rate < t.BuffersFullMinRate || f.writes.Share < t.BuffersFullMinShare:
+		return verdictQuiet
+	case f.writes.PerWrite <= 0:
+		return verdictUnknown
+	case f.cost < t.BuffersFullCost:
+		return verdictQuiet
+	}
+	return verdictFire
+}
+
+// openSyncFactsOf gathers the facts, or says what is missing to judge.
+func openSyncFactsOf(in Input) (openSyncFacts, string) {
+	var f openSyncFacts
 	pg, missing := latestPostgres(in.History)
 	if pg == nil {
-		return notEnough("%s", missing)
+		return f, missing
 	}
 	s := settings(pg.Settings)
 	method, ok := s.value(collector.WALSyncMethod)
 	if !ok {
-		return notEnough("wal_sync_method is missing from pg_settings")
+		return f, "wal_sync_method is missing from pg_settings"
 	}
+	f.method = method
 	if on, ok := s.on(collector.Fsync); (ok && !on) || !isOpenMethod(method) {
-		return found()
+		return f, ""
 	}
+	f.syncsEveryWrite = true
 	if pg.WAL == nil {
-		return notEnough("buffer-full writes need pg_stat_wal (PostgreSQL 14+)")
+		return f, "buffer-full writes need pg_stat_wal (PostgreSQL 14+)"
 	}
 	t := in.Config
-	w := sinceWindow(in, t.Window)
-	if cold := coldStart(w, t); cold != "" {
-		return notEnough("%s", cold)
+	f.window = sinceWindow(in, t.Window)
+	if cold := coldStart(f.window, t); cold != "" {
+		return f, cold
 	}
 	probe, _ := freshProbe(in)
-	b, ok := measureBufferWrites(w, s, method, probe, t)
-	if !ok {
-		return notEnough("no pg_stat_wal interval without a reset in the last %s", t.Window)
+	if f.writes, ok = measureBufferWrites(f.window, s, method, probe, t); !ok {
+		return f, fmt.Sprintf("no pg_stat_wal interval without a reset in the last %s", t.Window)
 	}
-	if b.Rate < t.BuffersFullMinRate || b.Share < t.BuffersFullMinShare {
-		return found()
+	f.cost = f.writes.Rate * f.writes.PerWrite
+	f.walBuffers, _ = s.value(collector.WALBuffers)
+	f.recommended = probes.Fdatasync
+	if !slices.Contains(acceptedMethods(s), f.recommended) {
+		f.recommended = probes.Fsync
 	}
-	if b.PerWrite <= 0 {
-		return notEnough("what a buffer-full write costs is unknown: turn track_wal_io_timing on or enable the probes")
-	}
-	cost := b.Rate * b.PerWrite
-	if cost < t.BuffersFullCost {
-		return found()
-	}
-	rec := probes.Fdatasync
-	if !slices.Contains(acceptedMethods(s), rec) {
-		rec = probes.Fsync
-	}
-	wb, _ := s.value(collector.WALBuffers)
-	// What remains of each buffer-full write once it goes to the page cache: the probes' unsynced
-	// write, or nothing where they did not measure it (then the prediction is a lower bound).
-	plain, plainSource := 0.0, "an unsynced write taken as free (no probe)"
+	f.plainSource = "an unsynced write taken as free (no probe)"
 	if m, ok := probeResult(probe, probes.Write, 1); ok {
-		plain, plainSource = usSeconds(m.LatencyUS.Mean), "the probe's unsynced write"
+		f.plainWrite, f.plainSource = usSeconds(m.LatencyUS.Mean), "the probe's unsynced write"
 	}
+	return f, ""
+}
+
+func openSyncFinding(f openSyncFacts) Finding {
+	b := f.writes
 	// Under open_* every WAL write is a device sync, not only the buffer-full ones the counters
-	// (or the in-flight estimate) see: with small buffers a backend writes a page or a few per
-	// write, many more writes than buffer-full events (seed 001 in flight: the wait events
-	// showed about eight times the time the buffer-full estimate accounts for). So the prediction
-	// scales all of the measured WAL write wait by what a write costs without the sync.
+	// see, so the prediction scales all of the measured WAL write wait by what a write costs
+	// without the sync (docs/rules.md, Predicted effect).
 	keep := 0.0
 	if b.PerWrite > 0 {
-		keep = plain / b.PerWrite
+		keep = f.plainWrite / b.PerWrite
 	}
-	predicted := predictWALKeep(w, keep, cost,
+	predicted := predictWALKeep(f.window, keep, f.cost,
 		fmt.Sprintf("wal_sync_method %s -> %s (every WAL write is a device sync at %s, %s; it becomes a page-cache write at %s, %s)",
-			method, rec, humanSeconds(b.PerWrite), b.Source, humanSeconds(plain), plainSource))
-	return found(Finding{
+			f.method, f.recommended, humanSeconds(b.PerWrite), b.Source, humanSeconds(f.plainWrite), f.plainSource))
+	return Finding{
 		Severity:    Warning,
 		Setting:     collector.WALSyncMethod,
-		Current:     method,
-		Recommended: rec,
+		Current:     f.method,
+		Recommended: f.recommended,
 		Action:      ActionReload,
 		Summary: fmt.Sprintf("wal_sync_method=%s makes every WAL write synchronous, and the WAL buffers "+
 			"(wal_buffers=%s) fill %.0f times a second (%s of WAL writes): at %s per write (%s) backends spend "+
 			"about %.2f s per second waiting for the device on buffer-full writes alone%s.",
-			method, wb, b.Rate, pct(b.Share), humanSeconds(b.PerWrite), b.Source, cost, b.estimateNote()),
+			f.method, f.walBuffers, b.Rate, pct(b.Share), humanSeconds(b.PerWrite), b.Source, f.cost, b.estimateNote()),
 		Evidence: append([]Evidence{
 			{Name: "buffers_full_rate", Value: b.Rate, Unit: UnitPerSecond},
 			{Name: "buffers_full_share", Value: b.Share, Unit: UnitRatio},
 			{Name: "write_seconds", Value: b.PerWrite, Unit: UnitSeconds},
-			{Name: "buffers_full_cost", Value: cost, Unit: UnitRatio},
+			{Name: "buffers_full_cost", Value: f.cost, Unit: UnitRatio},
 		}, b.estimateEvidence()...),
 		ExpectedEffect: fmt.Sprintf("Buffer-full writes go to the page cache and the device is synced once per "+
 			"flush: about %.2f s of synchronous writes per second go away (seed 001: 130 s -> 5.5 s at 64kB; "+
-			"lab, 2M rows: docs/benchmarks.md, seed 001 table (131 s -> 5.49 s)).", cost),
+			"lab, 2M rows: docs/benchmarks.md, seed 001 table (131 s -> 5.49 s)).", f.cost),
 		// At most this much: the buffer-full writes still cost a page-cache write each.
 		Prediction: &Prediction{
-			SavedSecondsPerSecond: cost,
+			SavedSecondsPerSecond: f.cost,
 			Basis: fmt.Sprintf("%.0f buffer-full writes per second at %s each (%s) stop waiting for the device",
 				b.Rate, humanSeconds(b.PerWrite), b.Source),
 		},
 		Predicted: predicted,
-	})
+	}
 }

@@ -6,23 +6,10 @@ import (
 )
 
 // Tracker adds noise control to the rules: one evaluation sees a moment, the Tracker sees
-// episodes. It is pure and stateful: no goroutines, no clock (time is Input.Now), and not
-// safe for concurrent use (the advisor's loop owns it and publishes copies of its output).
-//
-//   - A measured warning or critical finding shows only once its condition (same rule, same
-//     setting) has held in every evaluation for Thresholds.RaiseAfter. A load spike or one
-//     noisy probe burst therefore never pages anyone.
-//   - Info findings, and findings of Immediate rules (configuration facts such as fsync=off,
-//     which do not flap), show at once.
-//   - A shown measured finding clears only after it has been absent for ClearAfter
-//     (hysteresis); while it waits it keeps its last evidence and LastSeen. Immediate findings
-//     clear as soon as the fact is gone.
-//   - When a rule cannot judge (not enough data), its findings are neither confirmed nor
-//     cleared: a pending episode goes on (a missed sample does not restart the count), and a
-//     shown finding is dropped once it has not been seen for StaleAfter.
-//
-// FirstSeen is when the current episode began (the first evaluation that saw the condition),
-// LastSeen the last evaluation that saw it.
+// episodes. A measured warning or critical shows once it has held for RaiseAfter and clears once
+// it has been gone for ClearAfter; info findings and configuration facts show at once; a rule that
+// cannot judge neither confirms nor clears its findings (docs/rules.md, Noise control). It is pure
+// and not safe for concurrent use: the advisor's loop owns it and publishes copies of its output.
 type Tracker struct {
 	rules  []Rule
 	states map[trackKey]*trackState
@@ -55,16 +42,14 @@ func (t *Tracker) Observe(in Input, outcomes []Outcome) []Finding {
 	return firing
 }
 
+// raiseSlack: evaluation times jitter by a fraction of a second, so a finding due to fire
+// RaiseAfter after its first evaluation fires on the evaluation that falls due then, not one
+// interval later (docs/rules.md, Noise control).
+const raiseSlack = time.Second
+
 // ObservePending is Observe that also returns the pending findings: measured conditions that
 // hold but have not yet lasted RaiseAfter, with PendingSince and FiresAt, in the same order.
 // An operator watching a slow load sees them ripen instead of "all clear"; nothing acts on them.
-// raiseSlack: evaluations follow snapshots, which a ticker starts and the sampling's duration
-// ends, so their times jitter by a fraction of a second. A finding due to fire RaiseAfter after
-// its first evaluation fires on the evaluation that falls due then, even if that one's clock
-// reads a few milliseconds short, not one interval later (the timing lab in docs/benchmarks.md:
-// first seen at 10 s, RaiseAfter 2 minutes, fired at 145 s instead of 130 s).
-const raiseSlack = time.Second
-
 func (t *Tracker) ObservePending(in Input, outcomes []Outcome) (firing, pending []Finding) {
 	cfg := in.Config
 	if cfg == (Thresholds{}) {

@@ -9,49 +9,10 @@ import (
 	"github.com/pgwal-advisor/pgwal-advisor/collector"
 )
 
-// wal-buffers-small: when the WAL buffers are full a backend must write WAL out itself before
-// it can insert more (docs: runtime-config-wal, wal_buffers; pg_stat_wal.wal_buffers_full).
-// Bulk loads fill the buffers whatever their size (docs/benchmarks.md, seed 001: buffers_full large in every run),
-// so the rule weighs what those writes cost, never their count alone: measured WAL write time
-// (track_wal_io_timing), the probes' cost of one write under the configured method, and the
-// share of active backends waiting on WAL buffer replacement (WALBufMapping) or on WAL writes
-// attributable to buffer-full writes. At 64kB -> 1MB -> 16MB seed 001's 2M-row INSERT took
-// 131 -> 51.2 -> 3.41 s with open_datasync and 5.49 -> 5.62 -> 3.31 s with fdatasync, and at
-// 64MB 2.81 and 2.85 s (docs/benchmarks.md, seed 001 table (131, 51.2, 3.41, 5.49, 5.62, 3.31,
-// 2.81, 2.85)), which is why the recommendation jumps to at least 16MB -
-// PostgreSQL's own automatic size on any shared_buffers of 512MB or more, one WAL segment - and
-// doubles beyond, up to 64MB.
-//
-// Beyond 16MB the rule steps one doubling at a time (32MB, then 64MB, never more), and only on
-// evidence gathered at the current size: wal_buffers takes a restart, so the window is cut to
-// the snapshots since the server last started with today's value, and a step waits until that
-// run alone spans MinSpan. PostgreSQL's automatic size (wal_buffers=-1) is 1/32 of
-// shared_buffers, capped at one WAL segment (docs: runtime-config-wal, wal_buffers), and the docs
-// warn that the buffers are written out at every commit, so very large values are unlikely to
-// help. The lab does not keep that proportion above the cap: with shared_buffers=256MB (1/32 is
-// 8MB) seed 001's 2M-row INSERT took 2.64-2.97 s at 64MB against 3.39-3.46 s at 16MB
-// (open_datasync, 95% intervals of five runs; docs/benchmarks.md, seed 001 table), because
-// beyond a segment the buffers hold what a bulk load writes between two WAL writer rounds, which
-// shared_buffers does not bound. What the rule keeps is a memory bound it chose, not measured:
-// wal_buffers at most a quarter of shared_buffers (walBuffersShare), since they are shared
-// memory on top of it; with less shared_buffers it says so as advice and recommends nothing.
-// walBuffersShare: beyond 16MB, wal_buffers stays at most shared_buffers/walBuffersShare.
-const walBuffersShare = 4
-
-// walBuffersDoublingKeep is the part of the buffer-full writes' wait left after one doubling of
-// wal_buffers beyond a WAL segment, as measured: seed 001's 2M-row INSERT under fdatasync, its
-// wait per MB of WAL over 16MB -> 32MB -> 64MB in two runs kept 0.675 and 0.670, then 0.835 and
-// 0.919 of the size before; 0.77 is their geometric mean (docs/benchmarks.md, wal_buffers
-// calibration table (0.00538, 0.00363, 0.00243; 0.00446, 0.00373, 0.00343)). The model of one
-// write per wal_buffers of WAL predicted 0.5, and missed by 29-33% in the first run. Larger
-// buffers cut the writes a backend does itself, but each is larger and the WAL writer's rounds
-// take part of the rest, so the wait does not halve; how much it falls varies from run to run:
-// three later runs, not fitted, kept 0.746 and 0.848, 0.760 and 1.094, 0.956 and 0.460
-// (docs/benchmarks.md, wal_buffers calibration table (0.746, 0.848, 0.760, 1.094, 0.956,
-// 0.460)): a geometric mean of 0.78, but single 35 s windows scatter around it, so one step's
-// error stayed within 30% in four of the six.
-const walBuffersDoublingKeep = 0.77
-
+// wal-buffers-small: when the WAL buffers are full a backend writes WAL out itself before it can
+// insert more. Bulk loads fill buffers of any size, so the rule weighs what those writes cost,
+// never their count, and steps one doubling at a time on evidence measured at today's size
+// (docs/rules.md, wal-buffers-small; docs/benchmarks.md, seed 001 table).
 func walBuffersSmall() Rule {
 	return Rule{
 		ID:       "wal-buffers-small",
@@ -67,172 +28,248 @@ func walBuffersSmall() Rule {
 			pgDocs + "monitoring-stats.html#MONITORING-PG-STAT-WAL-VIEW",
 			pgDocs + "monitoring-stats.html#WAIT-EVENT-LWLOCK-TABLE",
 			"seed 001 (64kB -> 16MB: 130 s -> 4.6 s)", "seed 003 (64kB -> 1MB raised pgbench tps)",
-			"docs/benchmarks.md, seed 001 table (3.41 s at 16MB, 2.81 s at 64MB, open_datasync)",
+			"docs/rules.md, wal-buffers-small", "docs/benchmarks.md, seed 001 table",
 		},
 		Eval: withDefaults(evalWALBuffersSmall),
 	}
 }
 
+// walBuffersShare: beyond one WAL segment wal_buffers stays at most shared_buffers /
+// walBuffersShare, since the buffers are shared memory on top of it. A bound chosen, not measured
+// (docs/rules.md, wal-buffers-small, "The shared_buffers bound beyond 16MB").
+const walBuffersShare = 4
+
+// walBuffersDoublingKeep is the part of the buffer-full writes' wait one doubling of wal_buffers
+// beyond a WAL segment leaves, as the lab measured it: less falls than the halving the writes'
+// count predicts (docs/benchmarks.md, wal_buffers calibration table; docs/rules.md, Predicted effect).
+const walBuffersDoublingKeep = 0.77
+
+// walBufferFacts is what wal-buffers-small judges, all of it measured at the current size.
+type walBufferFacts struct {
+	size     int64  // wal_buffers now, bytes
+	sizeText string // wal_buffers as pg_settings shows it
+	// run is the window cut to the snapshots since the server started with size.
+	run    *History
+	writes bufferWrites
+	// cost is the buffer-full writes' time per second of wall time, summed over backends
+	// (writes.Rate x writes.PerWrite); 0 when a write's cost is unknown.
+	cost float64
+	// hasWaits says enough wait-event samples were taken to judge; waitShare is then the share
+	// of active backends' samples spent on buffer-full writes, waitSamples how many there were
+	// and activeMean the mean active backends.
+	hasWaits    bool
+	waitShare   float64
+	waitSamples int64
+	activeMean  float64
+	// sharedBuffers is shared_buffers in bytes, when known; sharedBuffersText as shown.
+	sharedBuffers     int64
+	hasSharedBuffers  bool
+	sharedBuffersText string
+	pendingRestart    bool // a change of wal_buffers already waits for a restart
+}
+
 func evalWALBuffersSmall(in Input) Result {
+	f, lacking := walBufferFactsOf(in)
+	if lacking != "" {
+		return notEnough("%s", lacking)
+	}
+	v, next := decideWALBuffers(f, in.Config)
+	switch v {
+	case verdictUnknown:
+		return notEnough("what buffer-full writes cost is unknown: turn track_wal_io_timing on, enable the probes, or sample wait events")
+	case verdictFire:
+		return found(walBuffersFinding(f, next, in.Config.WALBuffersFloor))
+	case verdictAdvise:
+		return found(walBuffersAdvice(f, next))
+	}
+	return found()
+}
+
+// decideWALBuffers weighs the buffer-full writes' cost against the thresholds and sizes the next
+// step: twice the current size, at least WALBuffersFloor, at most WALBuffersMax. A step beyond a
+// quarter of shared_buffers is advice only.
+func decideWALBuffers(f walBufferFacts, t Thresholds) (verdict, int64) {
+	next := min(max(2*f.size, t.WALBuffersFloor), t.WALBuffersMax)
+	rare := f.writes.Rate < t.BuffersFullMinRate || f.writes.Share < t.BuffersFullMinShare
+	cheap := f.cost < t.BuffersFullCost && f.waitShare < t.BuffersFullWaitShare
+	switch {
+	case f.size >= t.WALBuffersMax:
+		return verdictQuiet, 0 // nothing more to win from the buffers; other rules look at the device
+	case rare:
+		return verdictQuiet, 0 // a few buffer-full writes a minute cost nothing worth a restart
+	case f.writes.PerWrite <= 0 && !f.hasWaits:
+		return verdictUnknown, 0
+	case cheap || next <= f.size:
+		return verdictQuiet, 0
+	case next > t.WALBuffersFloor && (!f.hasSharedBuffers || f.sharedBuffers/walBuffersShare < next):
+		return verdictAdvise, next
+	}
+	return verdictFire, next
+}
+
+// walBufferFactsOf gathers the facts, or says what is missing to judge. At WALBuffersMax there
+// is no step to weigh, so nothing past the size is gathered.
+func walBufferFactsOf(in Input) (walBufferFacts, string) {
+	var f walBufferFacts
 	pg, missing := latestPostgres(in.History)
 	if pg == nil {
-		return notEnough("%s", missing)
+		return f, missing
 	}
 	if pg.WAL == nil {
-		return notEnough("buffer-full writes need pg_stat_wal (PostgreSQL 14+)")
+		return f, "buffer-full writes need pg_stat_wal (PostgreSQL 14+)"
 	}
 	s := settings(pg.Settings)
-	cur, ok := s.bytes(collector.WALBuffers)
+	size, ok := s.bytes(collector.WALBuffers)
 	if !ok {
-		return notEnough("wal_buffers is missing from pg_settings")
+		return f, "wal_buffers is missing from pg_settings"
 	}
 	t := in.Config
-	if cur >= t.WALBuffersMax {
-		return found() // nothing more to win from the buffers; other rules look at the device
+	f.size, f.sizeText = size, s[collector.WALBuffers].Value
+	if size >= t.WALBuffersMax {
+		return f, ""
 	}
 	w := sinceWindow(in, t.Window)
 	if cold := coldStart(w, t); cold != "" {
-		return notEnough("%s", cold)
+		return f, cold
 	}
-	cv, _ := s.value(collector.WALBuffers)
 	// Only what was measured at today's size counts: a window that reaches back before the
 	// restart that brought it in would blame it for the old size's writes.
-	run := sinceStart(w, collector.WALBuffers)
-	if span := run.Span(); span < t.MinSpan {
-		return notEnough("wal_buffers=%s has run for %s since the server started with it; need %s at this size",
-			cv, span.Round(time.Second), t.MinSpan)
+	f.run = sinceStart(w, collector.WALBuffers)
+	if span := f.run.Span(); span < t.MinSpan {
+		return f, fmt.Sprintf("wal_buffers=%s has run for %s since the server started with it; need %s at this size",
+			f.sizeText, span.Round(time.Second), t.MinSpan)
 	}
-	w = run
 	method, _ := s.value(collector.WALSyncMethod)
 	probe, _ := freshProbe(in)
-	b, ok := measureBufferWrites(w, s, method, probe, t)
-	if !ok {
-		return notEnough("no pg_stat_wal interval without a reset in the last %s", t.Window)
+	if f.writes, ok = measureBufferWrites(f.run, s, method, probe, t); !ok {
+		return f, fmt.Sprintf("no pg_stat_wal interval without a reset in the last %s", t.Window)
 	}
-	if b.Rate < t.BuffersFullMinRate || b.Share < t.BuffersFullMinShare {
-		return found() // a few buffer-full writes a minute cost nothing worth a restart
+	f.cost = f.writes.Rate * f.writes.PerWrite
+	// WALBufMapping is waiting to replace a buffer page, which only happens when the buffers are
+	// full; WAL write waits are shared with commits, so only their buffer-full share counts.
+	waits := f.run.WaitEvents()
+	if f.hasWaits = waits.Samples >= t.MinWaitSamples && waits.ActiveBackends > 0; f.hasWaits {
+		f.waitShare = waits.Share(collector.EventLWLockWALBufMap) +
+			waits.Share(collector.EventIOWALWrite, collector.EventLWLockWALWrite)*f.writes.Share
 	}
+	f.waitSamples, f.activeMean = waits.Samples, waits.MeanActive()
+	f.sharedBuffers, f.hasSharedBuffers = s.bytes(collector.SharedBuffers)
+	f.sharedBuffersText = "unknown"
+	if f.hasSharedBuffers {
+		f.sharedBuffersText = s[collector.SharedBuffers].Value
+	}
+	f.pendingRestart = s[collector.WALBuffers].PendingRestart
+	return f, ""
+}
 
-	// Wait events: WALBufMapping is waiting to replace a buffer page, which only happens when
-	// the buffers are full; WAL write waits are shared with commits, so only the buffer-full
-	// share of them is counted.
-	waits := w.WaitEvents()
-	waitShare, hasWaits := 0.0, waits.Samples >= t.MinWaitSamples && waits.ActiveBackends > 0
-	if hasWaits {
-		waitShare = waits.Share(collector.EventLWLockWALBufMap) +
-			waits.Share(collector.EventIOWALWrite, collector.EventLWLockWALWrite)*b.Share
-	}
-	if b.PerWrite <= 0 && !hasWaits {
-		return notEnough("what buffer-full writes cost is unknown: turn track_wal_io_timing on, enable the probes, or sample wait events")
-	}
-	cost := b.Rate * b.PerWrite
-	if cost < t.BuffersFullCost && waitShare < t.BuffersFullWaitShare {
-		return found()
-	}
-
-	next := min(max(2*cur, t.WALBuffersFloor), t.WALBuffersMax)
-	if next <= cur {
-		return found()
-	}
-	evidence := []Evidence{
-		{Name: "wal_buffers_bytes", Value: float64(cur), Unit: UnitBytes},
-		{Name: "wal_buffers_run_seconds", Value: w.Span().Seconds(), Unit: UnitSeconds},
+// walBuffersEvidence is the evidence both findings cite, and the clause that says what the
+// buffer-full writes cost.
+func walBuffersEvidence(f walBufferFacts) ([]Evidence, string) {
+	b := f.writes
+	ev := []Evidence{
+		{Name: "wal_buffers_bytes", Value: float64(f.size), Unit: UnitBytes},
+		{Name: "wal_buffers_run_seconds", Value: f.run.Span().Seconds(), Unit: UnitSeconds},
 		{Name: "buffers_full_rate", Value: b.Rate, Unit: UnitPerSecond},
 		{Name: "buffers_full_share", Value: b.Share, Unit: UnitRatio},
 	}
-	evidence = append(evidence, b.estimateEvidence()...)
-	var why string
+	ev = append(ev, b.estimateEvidence()...)
+	var why []string
 	if b.PerWrite > 0 {
-		evidence = append(evidence,
+		ev = append(ev,
 			Evidence{Name: "write_seconds", Value: b.PerWrite, Unit: UnitSeconds},
-			Evidence{Name: "buffers_full_cost", Value: cost, Unit: UnitRatio})
-		why = fmt.Sprintf("at %s per write (%s) that is about %.2f s of backend time per second", humanSeconds(b.PerWrite), b.Source, cost)
+			Evidence{Name: "buffers_full_cost", Value: f.cost, Unit: UnitRatio})
+		why = append(why, fmt.Sprintf("at %s per write (%s) that is about %.2f s of backend time per second", humanSeconds(b.PerWrite), b.Source, f.cost))
 	}
-	if hasWaits {
-		evidence = append(evidence,
-			Evidence{Name: "buffer_wait_share", Value: waitShare, Unit: UnitRatio},
-			Evidence{Name: "wait_samples", Value: float64(waits.Samples), Unit: UnitCount})
-		if why != "" {
-			why += ", and "
-		}
-		why += fmt.Sprintf("%s of active backends' time goes to waiting on WAL buffer writes", pct(waitShare))
+	if f.hasWaits {
+		ev = append(ev,
+			Evidence{Name: "buffer_wait_share", Value: f.waitShare, Unit: UnitRatio},
+			Evidence{Name: "wait_samples", Value: float64(f.waitSamples), Unit: UnitCount})
+		why = append(why, fmt.Sprintf("%s of active backends' time goes to waiting on WAL buffer writes", pct(f.waitShare)))
 	}
-	// Beyond PostgreSQL's automatic maximum the step must keep the automatic proportion of
-	// shared_buffers (see the rule's comment).
-	if next > t.WALBuffersFloor {
-		sb, hasSB := s.bytes(collector.SharedBuffers)
-		if !hasSB || sb/walBuffersShare < next {
-			sbv, _ := s.value(collector.SharedBuffers)
-			if hasSB {
-				evidence = append(evidence, Evidence{Name: "shared_buffers_bytes", Value: float64(sb), Unit: UnitBytes})
-			} else {
-				sbv = "unknown"
-			}
-			return found(Finding{
-				Severity:    Info,
-				Current:     "wal_buffers=" + cv + ", shared_buffers=" + sbv,
-				Recommended: fmt.Sprintf("wal_buffers=%s only with shared_buffers of at least %s", collector.FormatMemory(next), collector.FormatMemory(walBuffersShare*next)),
-				Action:      ActionAdvice,
-				Summary: fmt.Sprintf("At wal_buffers=%s, measured over %s at that size (since the server started with it), the WAL buffers still "+
-					"fill %.0f times a second, %s of WAL writes%s; %s. The next step, %s, is more than a quarter of shared_buffers "+
-					"(%s), the most the advisor gives the WAL buffers, so nothing is recommended for wal_buffers.",
-					cv, w.Span().Round(time.Second), b.Rate, pct(b.Share), b.estimateNote(), why, collector.FormatMemory(next), sbv),
-				Evidence: evidence,
-				ExpectedEffect: "None by itself: it says why wal_buffers is not raised further. With shared_buffers of at least " +
-					collector.FormatMemory(walBuffersShare*next) + " the rule would recommend " + collector.FormatMemory(next) + ".",
-			})
-		}
-		evidence = append(evidence, Evidence{Name: "shared_buffers_bytes", Value: float64(sb), Unit: UnitBytes})
+	return ev, strings.Join(why, ", and ")
+}
+
+// walBuffersAdvice says why wal_buffers is not raised to next: it would be more than the share
+// of shared_buffers the advisor gives the WAL buffers.
+func walBuffersAdvice(f walBufferFacts, next int64) Finding {
+	ev, why := walBuffersEvidence(f)
+	if f.hasSharedBuffers {
+		ev = append(ev, Evidence{Name: "shared_buffers_bytes", Value: float64(f.sharedBuffers), Unit: UnitBytes})
 	}
-	// The prediction: one buffer-full write per wal_buffers of WAL (the in-flight estimate's
-	// model), so the buffer-full writes, and what they cost, shrink by cur/next. That holds up
-	// to one WAL segment, where every buffer-full write under open_* is a device sync; beyond it
-	// the lab measured each doubling taking less than half the wait off (walBuffersDoublingKeep).
-	writesKeep := float64(cur) / float64(next)
+	b := f.writes
+	return Finding{
+		Severity:    Info,
+		Current:     "wal_buffers=" + f.sizeText + ", shared_buffers=" + f.sharedBuffersText,
+		Recommended: fmt.Sprintf("wal_buffers=%s only with shared_buffers of at least %s", collector.FormatMemory(next), collector.FormatMemory(walBuffersShare*next)),
+		Action:      ActionAdvice,
+		Summary: fmt.Sprintf("At wal_buffers=%s, measured over %s at that size (since the server started with it), the WAL buffers still "+
+			"fill %.0f times a second, %s of WAL writes%s; %s. The next step, %s, is more than a quarter of shared_buffers "+
+			"(%s), the most the advisor gives the WAL buffers, so nothing is recommended for wal_buffers.",
+			f.sizeText, f.run.Span().Round(time.Second), b.Rate, pct(b.Share), b.estimateNote(), why, collector.FormatMemory(next), f.sharedBuffersText),
+		Evidence: ev,
+		ExpectedEffect: "None by itself: it says why wal_buffers is not raised further. With shared_buffers of at least " +
+			collector.FormatMemory(walBuffersShare*next) + " the rule would recommend " + collector.FormatMemory(next) + ".",
+	}
+}
+
+// walBuffersFinding recommends next. segment is one WAL segment (WALBuffersFloor): from there on
+// a doubling keeps walBuffersDoublingKeep of the wait, not half.
+func walBuffersFinding(f walBufferFacts, next, segment int64) Finding {
+	ev, why := walBuffersEvidence(f)
+	if next > segment {
+		ev = append(ev, Evidence{Name: "shared_buffers_bytes", Value: float64(f.sharedBuffers), Unit: UnitBytes})
+	}
+	pending := ""
+	if f.pendingRestart {
+		pending = " (a change of wal_buffers is already waiting for a restart)"
+	}
+	b := f.writes
+	return Finding{
+		Severity:    Warning,
+		Setting:     collector.WALBuffers,
+		Current:     f.sizeText,
+		Recommended: collector.FormatMemory(next),
+		Action:      ActionRestart,
+		Summary: fmt.Sprintf("The WAL buffers (wal_buffers=%s) fill %.0f times a second, %s of WAL writes%s; %s%s.",
+			f.sizeText, b.Rate, pct(b.Share), b.estimateNote(), why, pending),
+		Evidence: ev,
+		ExpectedEffect: "Fewer, larger WAL writes, more of them done by the WAL writer instead of the " +
+			"backends (lab, seed 001's 2M-row INSERT at 64kB -> 16MB -> 64MB: docs/benchmarks.md, seed 001 table " +
+			"(131 -> 3.41 -> 2.81 s with open_datasync, 5.49 -> 3.31 -> 2.85 s with fdatasync)). Costs " + humanBytes(float64(next-f.size)) + " more shared memory.",
+		Predicted: walBuffersPrediction(f, next, segment),
+	}
+}
+
+// walBuffersPrediction: one buffer-full write per wal_buffers of WAL, so up to one WAL segment
+// their cost shrinks by size/next; beyond it by walBuffersDoublingKeep per doubling. The rest of
+// the measured WAL write wait stays (docs/rules.md, Predicted effect).
+func walBuffersPrediction(f walBufferFacts, next, segment int64) *Predicted {
+	b := f.writes
+	writesKeep := float64(f.size) / float64(next)
 	keep, measuredNote := writesKeep, ""
-	if cur >= t.WALBuffersFloor {
-		keep = math.Pow(walBuffersDoublingKeep, math.Log2(float64(next)/float64(cur)))
+	if f.size >= segment {
+		keep = math.Pow(walBuffersDoublingKeep, math.Log2(float64(next)/float64(f.size)))
 		measuredNote = fmt.Sprintf("; beyond one WAL segment their cost shrinks by %.2f (%.2f per doubling, as the lab measured)", keep, walBuffersDoublingKeep)
 	}
 	var saved, model float64
 	var how string
 	if b.PerWrite > 0 {
-		saved, model = cost*(1-keep), cost
+		saved, model = f.cost*(1-keep), f.cost
 		how = fmt.Sprintf("wal_buffers %s -> %s (one buffer-full write per wal_buffers of WAL: %.3g/s -> %.3g/s at %s each, %s%s)",
-			cv, collector.FormatMemory(next), b.Rate, b.Rate*writesKeep, humanSeconds(b.PerWrite), b.Source, measuredNote)
+			f.sizeText, collector.FormatMemory(next), b.Rate, b.Rate*writesKeep, humanSeconds(b.PerWrite), b.Source, measuredNote)
 	} else {
-		active := waits.MeanActive()
-		saved, model = waitShare*active*(1-keep), waitShare*active
+		saved, model = f.waitShare*f.activeMean*(1-keep), f.waitShare*f.activeMean
 		how = fmt.Sprintf("wal_buffers %s -> %s (one buffer-full write per wal_buffers of WAL: the %s of active time spent on buffer-full writes shrinks to %s%s)",
-			cv, collector.FormatMemory(next), pct(waitShare), pct(waitShare*keep), measuredNote)
+			f.sizeText, collector.FormatMemory(next), pct(f.waitShare), pct(f.waitShare*keep), measuredNote)
 	}
-	// Measured, the backends' WAL write wait is mostly these writes (a bulk load writes because
-	// the buffers are full): the buffer-full share of it shrinks by keep, the rest stays.
-	// Counting only the modelled cost (an earlier version) predicted a tenth of what seed 001's
-	// 16MB -> 32MB step measured.
+	// A bulk load writes because the buffers are full, so the measured wait is mostly these
+	// writes: its buffer-full share shrinks by keep. Where nothing is measured, the model's cost.
 	share := min(max(b.Share, 0), 1)
-	predicted := predictWALKeep(w, (1-share)+share*keep, model, how)
-	if p := predicted; p.Name != PredictWALWait && p.Name != PredictWALIO || strings.HasPrefix(p.Basis, "modelled") {
-		predicted = predictWAL(w, saved, model, how)
+	p := predictWALKeep(f.run, (1-share)+share*keep, model, how)
+	if p.Name != PredictWALWait && p.Name != PredictWALIO || strings.HasPrefix(p.Basis, "modelled") {
+		p = predictWAL(f.run, saved, model, how)
 	}
-	pending := ""
-	if s[collector.WALBuffers].PendingRestart {
-		pending = " (a change of wal_buffers is already waiting for a restart)"
-	}
-	return found(Finding{
-		Severity:    Warning,
-		Setting:     collector.WALBuffers,
-		Current:     cv,
-		Recommended: collector.FormatMemory(next),
-		Action:      ActionRestart,
-		Summary: fmt.Sprintf("The WAL buffers (wal_buffers=%s) fill %.0f times a second, %s of WAL writes%s; %s%s.",
-			cv, b.Rate, pct(b.Share), b.estimateNote(), why, pending),
-		Evidence: evidence,
-		ExpectedEffect: "Fewer, larger WAL writes, more of them done by the WAL writer instead of the " +
-			"backends (lab, seed 001's 2M-row INSERT at 64kB -> 16MB -> 64MB: docs/benchmarks.md, seed 001 table " +
-			"(131 -> 3.41 -> 2.81 s with open_datasync, 5.49 -> 3.31 -> 2.85 s with fdatasync)). Costs " + humanBytes(float64(next-cur)) + " more shared memory.",
-		Predicted: predicted,
-	})
+	return p
 }
 
 // sinceStart is the newest run of w's snapshots taken since the server last started with

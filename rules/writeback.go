@@ -2,8 +2,6 @@ package rules
 
 import (
 	"fmt"
-	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -11,20 +9,12 @@ import (
 	"github.com/pgwal-advisor/pgwal-advisor/probes"
 )
 
-// writeback-stalls-wal: a WAL flush (fdatasync of a WAL segment, or an O_DSYNC write) waits for
-// the device, and on a device shared with another writer it waits behind what the kernel's
-// write-back queued there: a backup, a COPY ... TO file, logs, another database, PostgreSQL's
-// own checkpoints. The kernel starts that write-back at vm.dirty_background_* and throttles
-// writers at vm.dirty_* (kernel doc admin-guide/sysctl/vm), so with the default ratios of a
-// large memory several GB can be queued ahead of one commit. The lab reproduced it
-// (docs/benchmarks.md, neighbour table: data and WAL on ext4 on a loop device over the simulated
-// 80 MB/s disk, pgbench -R 200 and a 3000 MB writer into the same file system): 45.0 stall seconds
-// at the kernel's defaults, 55.0 at tuned's 64MB/512MB, 54.5 at 64MB/256MB, 56.5 at 16MB/64MB,
-// 54.0 at ratio 20/40, 50.5-51.5 with shorter write-back timers - no vm.dirty_* point shorter -
-// and 0 with the writer limited to 40 MB/s. The rule names the cause - WAL flushes slow or waited on while Dirty+Writeback is large and the WAL is
-// not what fills it - and advises what removes the queue: the WAL on a device of its own, or the
-// writer throttled. Lowering vm.dirty_* is recommended only for a device shape whose row in
-// ProvenDirtyRows a benchmark proved; none is.
+// writeback-stalls-wal: a WAL flush on a device shared with another writer waits behind what the
+// kernel's write-back queued there (kernel doc admin-guide/sysctl/vm). The rule names the cause -
+// WAL flushes slow or waited on while Dirty+Writeback is large and the WAL is not what fills it -
+// and advises what removes the queue: the WAL on a device of its own, or the writer throttled.
+// Lower vm.dirty_* made the lab's stall longer, so it is recommended only for a device shape a
+// benchmark proved (docs/rules.md, writeback-stalls-wal; docs/benchmarks.md, neighbour table).
 func writebackStallsWAL(rows []DirtyRow) Rule {
 	return Rule{
 		ID:       "writeback-stalls-wal",
@@ -42,7 +32,7 @@ func writebackStallsWAL(rows []DirtyRow) Rule {
 			"https://docs.kernel.org/admin-guide/cgroup-v2.html#io (io.max)",
 			pgDocs + "wal-configuration.html",
 			pgDocs + "monitoring-stats.html#MONITORING-PG-STAT-WAL-VIEW",
-			"docs/benchmarks.md, neighbour table (45.0 stall seconds at the defaults, 55.0 at 64MB/512MB, 54.5 at 64MB/256MB, 0.00 with the writer limited to 40 MB/s)",
+			"docs/rules.md, writeback-stalls-wal", "docs/benchmarks.md, neighbour table",
 			"seed 003",
 		},
 		Eval: withDefaults(func(in Input) Result { return evalWritebackStallsWAL(in, rows) }),
@@ -93,438 +83,203 @@ func ProvenDirtyRows() []DirtyRow { return nil }
 // All uses ProvenDirtyRows; tests use rows of their own to exercise the sysctl path.
 func WritebackStallsWAL(rows []DirtyRow) Rule { return writebackStallsWAL(rows) }
 
-// stallInterval is one interval between consecutive snapshots, as the rule reads it.
-type stallInterval struct {
-	secs          float64
-	flushes       float64 // WAL syncs, or writes under open_* (no syncs)
-	ioSecs        float64 // WAL write + sync time (track_wal_io_timing)
-	hasIO         bool
-	active, waits int64 // active backends and those waiting on WAL I/O, summed over samples
-	samples       int64
-	pile          float64 // Dirty+Writeback, the larger of the two ends
-	dirty, wb     float64 // at the end with the larger pile
-	hasPile       bool
-	devBytes      float64
-	hasDev        bool
-	walBytes      float64
-}
-
-func (iv stallInterval) flushPer() (float64, bool) {
-	if !iv.hasIO || iv.flushes <= 0 {
-		return 0, false
-	}
-	return iv.ioSecs / iv.flushes, true
-}
-
-func (iv stallInterval) share() (float64, bool) {
-	if iv.active <= 0 {
-		return 0, false
-	}
-	return float64(iv.waits) / float64(iv.active), true
-}
-
-// StallFacts is what the rule measured over its window; apply verifies a vm.dirty_* change by
-// the same figures (Stall).
-type StallFacts struct {
-	// Seconds is the time the WAL's flushes stalled while Dirty+Writeback was large.
-	Seconds float64
-	// Intervals is how many intervals there were to judge; 0 means nothing could be judged.
-	Intervals int
-
-	flushDuring, flushOutside float64
-	flushWorst                float64 // the worst stalled interval's time per flush
-	hasFlushDuring            bool
-	hasFlushOutside           bool
-	shareDuring, shareOutside float64
-	hasShareDuring            bool
-	hasShareOutside           bool
-	samplesDuring             int64
-	pilePeak, dirtyPeak, wbPk float64
-	hasPile                   bool
-	devRateDuring, devPeak    float64
-	hasDev                    bool
-	walBytes, hostBytes       float64
-	walRate                   float64
-	span                      float64
-	outsideSecs               float64
-	timing                    bool
-	waitSamples               int64
-}
-
-// Stall measures the WAL's write-back stall over a history with thresholds t (the zero value
-// means DefaultThresholds): the figure writeback-stalls-wal fires on and apply verifies by.
-func Stall(h *History, t Thresholds) StallFacts {
-	if t == (Thresholds{}) {
-		t = DefaultThresholds()
-	}
-	timing := false
-	if last, ok := h.Latest(); ok && last.Postgres != nil {
-		timing, _ = settings(last.Postgres.Settings).on(collector.TrackWALIOTiming)
-	}
-	return stallFacts(h, t, timing)
-}
-
-// intervalsOf reads the history's intervals. An interval in which no WAL flush completed is
-// carried into the next one: a flush that takes seconds reports its time only when it ends, so
-// the span it blocked is judged as one (the live test: commits stopped for 17 s, several
-// one-second intervals counted no flush at all). The kernel's figures of a carried span are its
-// largest pile and its summed bytes.
-func intervalsOf(h *History, timing bool) []stallInterval {
-	var out []stallInterval
-	var carry *stallInterval
-	for i := 1; i < h.Len(); i++ {
-		a, b := &h.snaps[i-1], &h.snaps[i]
-		iv := stallInterval{secs: b.Time.Sub(a.Time).Seconds()}
-		if iv.secs <= 0 {
-			continue
-		}
-		get := func(c Counter) (float64, bool) {
-			x, ok := h.interval(c, i)
-			return x.Delta, ok
-		}
-		syncs, okS := get(WALSyncs)
-		writes, okW := get(WALWrites)
-		if okS && okW {
-			iv.flushes = syncs
-			if syncs == 0 {
-				iv.flushes = writes // open_* methods sync in the write and count no syncs
-			}
-			ws, ok1 := get(WALWriteSeconds)
-			ss, ok2 := get(WALSyncSeconds)
-			iv.ioSecs, iv.hasIO = ws+ss, timing && ok1 && ok2
-		}
-		if pg := b.Postgres; pg != nil && pg.WaitEvents != nil {
-			we := pg.WaitEvents
-			iv.samples, iv.active = we.Samples, we.ActiveBackends
-			iv.waits = we.Counts[collector.EventIOWALSync] + we.Counts[collector.EventIOWALWrite] + we.Counts[collector.EventLWLockWALWrite]
-		}
-		for _, s := range []*collector.Snapshot{a, b} {
-			if v, ok := DirtyWriteback.read(s); ok && (!iv.hasPile || v > iv.pile) {
-				iv.pile, iv.hasPile = v, true
-				iv.dirty, iv.wb = float64(s.Kernel.Meminfo.DirtyBytes), float64(s.Kernel.Meminfo.WritebackBytes)
-			}
-		}
-		iv.devBytes, iv.hasDev = get(DiskWriteBytes)
-		wal, _ := get(WALBytes)
-		lsn, _ := get(WALInsertBytes)
-		iv.walBytes = max(wal, lsn)
-		if carry != nil {
-			iv = carry.merge(iv)
-			carry = nil
-		}
-		if iv.hasIO && iv.flushes == 0 && iv.ioSecs == 0 && iv.waits > 0 {
-			c := iv
-			carry = &c // backends wait on a flush that has not completed yet
-			continue
-		}
-		out = append(out, iv)
-	}
-	if carry != nil {
-		out = append(out, *carry)
-	}
-	return out
-}
-
-// merge joins iv and the interval after it.
-func (iv stallInterval) merge(next stallInterval) stallInterval {
-	m := next
-	m.secs += iv.secs
-	m.flushes += iv.flushes
-	m.ioSecs += iv.ioSecs
-	m.hasIO = iv.hasIO && next.hasIO
-	m.active += iv.active
-	m.waits += iv.waits
-	m.samples += iv.samples
-	if iv.hasPile && (!next.hasPile || iv.pile > next.pile) {
-		m.pile, m.dirty, m.wb, m.hasPile = iv.pile, iv.dirty, iv.wb, true
-	}
-	m.devBytes += iv.devBytes
-	m.hasDev = iv.hasDev && next.hasDev
-	m.walBytes += iv.walBytes
-	return m
-}
-
-// lowQuartile is the 25th percentile: the usual level of a figure in a window of which a stall
-// may take up to three quarters.
-func lowQuartile(xs []float64) (float64, bool) {
-	if len(xs) == 0 {
-		return 0, false
-	}
-	s := slices.Clone(xs)
-	sort.Float64s(s)
-	return s[(len(s)-1)/4], true
-}
-
-func stallFacts(h *History, t Thresholds, timing bool) StallFacts {
-	ivs := intervalsOf(h, timing)
-	f := StallFacts{Intervals: len(ivs), timing: timing}
-	var pers, shares []float64
-	for _, iv := range ivs {
-		if p, ok := iv.flushPer(); ok {
-			pers = append(pers, p)
-		}
-		if s, ok := iv.share(); ok {
-			shares = append(shares, s)
-		}
-		f.waitSamples += iv.samples
-	}
-	basePer, hasBasePer := lowQuartile(pers)
-	baseShare, hasBaseShare := lowQuartile(shares)
-	var walRates []float64
-	for _, iv := range ivs {
-		if iv.secs > 0 {
-			walRates = append(walRates, iv.walBytes/iv.secs)
-		}
-	}
-	medianWAL := 0.0
-	if len(walRates) > 0 {
-		s := slices.Clone(walRates)
-		sort.Float64s(s)
-		medianWAL = s[len(s)/2]
-	}
-	slow := t.WritebackFlushSlow.Seconds()
-
-	var dIO, dFl, oIO, oFl float64
-	var dW, dA, oW, oA int64
-	var stallDev, stallDevSecs float64
-	var firstPile, lastPile float64
-	havePile := false
-	for _, iv := range ivs {
-		f.span += iv.secs
-		f.walBytes += iv.walBytes
-		if iv.hasDev {
-			f.hasDev = true
-			f.hostBytes += iv.devBytes
-			f.devPeak = max(f.devPeak, iv.devBytes/iv.secs)
-		}
-		if iv.hasPile {
-			if !havePile {
-				firstPile, havePile = iv.pile, true
-			}
-			lastPile = iv.pile
-			if iv.pile > f.pilePeak || !f.hasPile {
-				f.pilePeak, f.dirtyPeak, f.wbPk, f.hasPile = iv.pile, iv.dirty, iv.wb, true
-			}
-		}
-
-		symptom := false
-		if p, ok := iv.flushPer(); ok && p >= slow && (basePer >= slow || (hasBasePer && p >= t.WritebackFlushRise*basePer)) {
-			symptom = true
-		}
-		// The wait share is the fallback without track_wal_io_timing, and it has no floor-only
-		// case: a load that is flush-bound all the time waits as much outside a stall as in it
-		// (the live test's pgbench -R 200 on the 1 ms device: 75% of active samples), and a few
-		// samples per interval move it by a quarter by chance, so only a rise tells a stall.
-		// And a rise in waits alone is noise unless the commits behind them stopped: in a stall
-		// the WAL barely grows (the live test: a few kB/s against 200 kB/s outside), while a
-		// flush-bound single client on a 4 ms device jitters between 75% and 100% of its
-		// samples with its WAL rate steady (the seed 000 benchmark, timing off, raised the
-		// rule on that before this condition).
-		if s, ok := iv.share(); ok && !timing && hasBaseShare && s >= t.WritebackWaitShare && s >= baseShare+t.WritebackWaitRise &&
-			medianWAL > 0 && iv.walBytes/iv.secs <= medianWAL/2 {
-			symptom = true
-		}
-		large := iv.hasPile && iv.pile >= float64(t.WritebackPileMin)
-		if large && iv.hasDev && iv.devBytes > 0 {
-			large = iv.pile >= t.WritebackPileSeconds*iv.devBytes/iv.secs
-		}
-		if symptom && large {
-			if p, ok := iv.flushPer(); ok {
-				f.flushWorst = max(f.flushWorst, p)
-			}
-			f.Seconds += iv.secs
-			dIO, dFl = dIO+iv.ioSecs, dFl+iv.flushes
-			if iv.hasIO {
-				f.hasFlushDuring = true
-			}
-			dW, dA = dW+iv.waits, dA+iv.active
-			f.samplesDuring += iv.samples
-			if iv.hasDev {
-				stallDev += iv.devBytes
-				stallDevSecs += iv.secs
-			}
-			continue
-		}
-		f.outsideSecs += iv.secs
-		if iv.hasIO {
-			oIO, oFl = oIO+iv.ioSecs, oFl+iv.flushes
-			f.hasFlushOutside = true
-		}
-		oW, oA = oW+iv.waits, oA+iv.active
-	}
-	if f.hasFlushDuring && dFl > 0 {
-		f.flushDuring = dIO / dFl
-	} else {
-		f.hasFlushDuring = false
-	}
-	if f.hasFlushOutside && oFl > 0 {
-		f.flushOutside = oIO / oFl
-	} else {
-		f.hasFlushOutside = false
-	}
-	if dA > 0 {
-		f.shareDuring, f.hasShareDuring = float64(dW)/float64(dA), true
-	}
-	if oA > 0 {
-		f.shareOutside, f.hasShareOutside = float64(oW)/float64(oA), true
-	}
-	if stallDevSecs > 0 {
-		f.devRateDuring = stallDev / stallDevSecs
-	}
-	// What the host wrote: what reached the WAL's device, plus what piled up in the page cache
-	// and had not reached it by the window's end (a writer on another device shows only there).
-	if havePile {
-		f.hostBytes += max(0, lastPile-firstPile)
-		if !f.hasDev {
-			// No block device: the pile is all there is to compare the WAL's bytes with.
-			f.hostBytes = max(f.hostBytes, f.pilePeak)
-		}
-	}
-	if f.span > 0 {
-		f.walRate = f.walBytes / f.span
-	}
-	return f
+// writebackFacts is what writeback-stalls-wal judges: the stall measured over the window, and
+// the host it happened on.
+type writebackFacts struct {
+	stall   StallFacts
+	kernel  *collector.Kernel
+	storage *collector.Storage // the WAL's; nil when unknown
+	// hasDevice says the WAL is on a block device whose writes were measured; shape and class
+	// are then its shape and bandwidth class for the DirtyRow table (ShapeUnknown and "" without).
+	hasDevice    bool
+	shape, class string
+	// probe is the configured method's one-write flush, measured under the load, when hasProbe.
+	probe    probes.MethodResult
+	hasProbe bool
+	// flushAfterOff names the *_flush_after settings at 0, which add the checkpointer's pages
+	// to the pile.
+	flushAfterOff []string
 }
 
 func evalWritebackStallsWAL(in Input, rows []DirtyRow) Result {
+	f, lacking := writebackFactsOf(in)
+	if lacking != "" {
+		return notEnough("%s", lacking)
+	}
+	if decideWriteback(f.stall, in.Config) != verdictFire {
+		return found()
+	}
+	summary, ev := writebackSummary(f), writebackEvidence(f)
+	if row, ok := findRow(rows, f.shape, f.class); ok && f.hasDevice {
+		// A knob already at the row's value and still stalling falls through to the advice.
+		if fs := dirtyFindings(f.kernel, row, f.stall, summary, ev); len(fs) > 0 {
+			return found(fs...)
+		}
+	}
+	return found(writebackAdvice(f, summary, ev))
+}
+
+// decideWriteback: WAL flushes stalled for at least WritebackStallMin, and the WAL is not what
+// fills the cache - a bulk load whose WAL is the pile is the WAL rules' business.
+func decideWriteback(s StallFacts, t Thresholds) verdict {
+	switch {
+	case s.Seconds < t.WritebackStallMin.Seconds():
+		return verdictQuiet
+	case s.hostBytes <= 0 || s.walBytes > t.WritebackWALShare*s.hostBytes:
+		return verdictQuiet
+	}
+	return verdictFire
+}
+
+// writebackFactsOf gathers the facts, or says what is missing to judge.
+func writebackFactsOf(in Input) (writebackFacts, string) {
+	var f writebackFacts
 	snap, ok := in.History.Latest()
 	if !ok {
-		return notEnough("no snapshot yet")
+		return f, "no snapshot yet"
 	}
 	if snap.Kernel == nil {
-		return notEnough("no kernel facts (Dirty/Writeback) in the latest snapshot")
+		return f, "no kernel facts (Dirty/Writeback) in the latest snapshot"
 	}
 	pg, missing := latestPostgres(in.History)
 	if pg == nil {
-		return notEnough("%s", missing)
+		return f, missing
 	}
 	t := in.Config
 	w := sinceWindow(in, t.Window)
 	if cold := coldStart(w, t); cold != "" {
-		return notEnough("%s", cold)
+		return f, cold
 	}
 	s := settings(pg.Settings)
 	timing, _ := s.on(collector.TrackWALIOTiming)
-	f := stallFacts(w, t, timing)
-	if !timing && f.waitSamples < t.MinWaitSamples {
-		return notEnough("need track_wal_io_timing or %d wait-event samples to see WAL flushes stall, have %d", t.MinWaitSamples, f.waitSamples)
+	f.stall = stallFacts(w, t, timing)
+	if !timing && f.stall.waitSamples < t.MinWaitSamples {
+		return f, fmt.Sprintf("need track_wal_io_timing or %d wait-event samples to see WAL flushes stall, have %d", t.MinWaitSamples, f.stall.waitSamples)
 	}
-	if f.Seconds < t.WritebackStallMin.Seconds() {
-		return found()
+	f.kernel, f.storage = snap.Kernel, snap.WALStorage
+	f.hasDevice = f.storage != nil && f.storage.DeviceName != "" && f.stall.hasDev
+	f.shape = ShapeUnknown
+	if f.hasDevice {
+		f.shape, f.class = deviceShape(f.storage), bandwidthClass(f.stall.devPeak)
 	}
-	if f.hostBytes <= 0 || f.walBytes > t.WritebackWALShare*f.hostBytes {
-		return found() // the WAL is what the host writes: a WAL rule's business, not write-back's
+	if probe, _ := freshProbe(in); probe != nil {
+		f.probe, f.hasProbe = probeMethod(probe, pg)
 	}
-	st := snap.WALStorage
-	hasDevice := st != nil && st.DeviceName != "" && f.hasDev
+	f.flushAfterOff = flushAfterOff(snap, s)
+	return f, ""
+}
 
-	ev := []Evidence{{Name: "writeback_stall_seconds", Value: f.Seconds, Unit: UnitSeconds}}
-	if f.hasFlushDuring {
-		ev = append(ev, Evidence{Name: "wal_flush_seconds_during", Value: f.flushDuring, Unit: UnitSeconds},
-			Evidence{Name: "wal_flush_seconds_worst", Value: f.flushWorst, Unit: UnitSeconds})
+func writebackEvidence(f writebackFacts) []Evidence {
+	s := f.stall
+	ev := []Evidence{{Name: "writeback_stall_seconds", Value: s.Seconds, Unit: UnitSeconds}}
+	if s.hasFlushDuring {
+		ev = append(ev, Evidence{Name: "wal_flush_seconds_during", Value: s.flushDuring, Unit: UnitSeconds},
+			Evidence{Name: "wal_flush_seconds_worst", Value: s.flushWorst, Unit: UnitSeconds})
 	}
-	if f.hasFlushOutside {
-		ev = append(ev, Evidence{Name: "wal_flush_seconds_outside", Value: f.flushOutside, Unit: UnitSeconds})
+	if s.hasFlushOutside {
+		ev = append(ev, Evidence{Name: "wal_flush_seconds_outside", Value: s.flushOutside, Unit: UnitSeconds})
 	}
-	if f.hasShareDuring {
-		ev = append(ev, Evidence{Name: "wal_flush_wait_share_during", Value: f.shareDuring, Unit: UnitRatio})
+	if s.hasShareDuring {
+		ev = append(ev, Evidence{Name: "wal_flush_wait_share_during", Value: s.shareDuring, Unit: UnitRatio})
 	}
-	if f.hasShareOutside {
-		ev = append(ev, Evidence{Name: "wal_flush_wait_share_outside", Value: f.shareOutside, Unit: UnitRatio})
+	if s.hasShareOutside {
+		ev = append(ev, Evidence{Name: "wal_flush_wait_share_outside", Value: s.shareOutside, Unit: UnitRatio})
 	}
 	ev = append(ev,
-		Evidence{Name: "dirty_writeback_peak_bytes", Value: f.pilePeak, Unit: UnitBytes},
-		Evidence{Name: "dirty_bytes", Value: f.dirtyPeak, Unit: UnitBytes},
-		Evidence{Name: "writeback_bytes", Value: f.wbPk, Unit: UnitBytes},
-		Evidence{Name: "dirty_background_threshold", Value: float64(snap.Kernel.DirtyBackgroundThresholdBytes), Unit: UnitBytes},
-		Evidence{Name: "dirty_threshold", Value: float64(snap.Kernel.DirtyThresholdBytes), Unit: UnitBytes},
-		Evidence{Name: "wal_write_rate", Value: f.walRate, Unit: UnitBytesPerSecond},
-		Evidence{Name: "wal_share_of_writes", Value: f.walBytes / f.hostBytes, Unit: UnitRatio},
+		Evidence{Name: "dirty_writeback_peak_bytes", Value: s.pilePeak, Unit: UnitBytes},
+		Evidence{Name: "dirty_bytes", Value: s.dirtyPeak, Unit: UnitBytes},
+		Evidence{Name: "writeback_bytes", Value: s.writebackPeak, Unit: UnitBytes},
+		Evidence{Name: "dirty_background_threshold", Value: float64(f.kernel.DirtyBackgroundThresholdBytes), Unit: UnitBytes},
+		Evidence{Name: "dirty_threshold", Value: float64(f.kernel.DirtyThresholdBytes), Unit: UnitBytes},
+		Evidence{Name: "wal_write_rate", Value: s.walRate, Unit: UnitBytesPerSecond},
+		Evidence{Name: "wal_share_of_writes", Value: s.walBytes / s.hostBytes, Unit: UnitRatio},
 	)
-	if hasDevice {
+	if f.hasDevice {
 		ev = append(ev,
-			Evidence{Name: "device_write_rate", Value: f.devRateDuring, Unit: UnitBytesPerSecond},
-			Evidence{Name: "device_write_rate_peak", Value: f.devPeak, Unit: UnitBytesPerSecond})
+			Evidence{Name: "device_write_rate", Value: s.devRateDuring, Unit: UnitBytesPerSecond},
+			Evidence{Name: "device_write_rate_peak", Value: s.devPeak, Unit: UnitBytesPerSecond})
 	} else {
 		ev = append(ev, Evidence{Name: "wal_block_device", Value: 0, Unit: UnitBool})
 	}
-	probeNote := ""
-	if probe, _ := freshProbe(in); probe != nil {
-		if m, ok := probeMethod(probe, pg); ok {
-			ev = append(ev, Evidence{Name: "probe_flush_seconds", Value: usSeconds(m.LatencyUS.Mean), Unit: UnitSeconds})
-			probeNote = fmt.Sprintf(" The probe's %s took %s on average in the window.", m.Name, humanSeconds(usSeconds(m.LatencyUS.Mean)))
-		}
+	if f.hasProbe {
+		ev = append(ev, Evidence{Name: "probe_flush_seconds", Value: usSeconds(f.probe.LatencyUS.Mean), Unit: UnitSeconds})
 	}
+	return ev
+}
 
-	flush := ""
-	switch {
-	case f.hasFlushDuring && f.hasFlushOutside:
-		flush = fmt.Sprintf("WAL flushes took %s each during it against %s outside", humanSeconds(f.flushDuring), humanSeconds(f.flushOutside))
-	case f.hasFlushDuring:
-		flush = fmt.Sprintf("WAL flushes took %s each during it (the whole window)", humanSeconds(f.flushDuring))
-	}
-	if f.hasShareDuring {
-		if flush != "" {
-			flush += "; "
-		}
-		flush += fmt.Sprintf("%s of active backends' time waited on WAL I/O", pct(f.shareDuring))
-		if f.hasShareOutside {
-			flush += fmt.Sprintf(" against %s outside", pct(f.shareOutside))
-		}
-	}
-	where := "on the WAL's device"
-	devText := ""
-	if hasDevice {
-		devText = fmt.Sprintf(", while the device (%s) wrote %s/s", st.DeviceName, humanBytes(f.devRateDuring))
+// writebackSummary says what stalled, behind what, and what the WAL's share of the writes was.
+func writebackSummary(f writebackFacts) string {
+	s := f.stall
+	where, devText := "on the WAL's device", ""
+	if f.hasDevice {
+		devText = fmt.Sprintf(", while the device (%s) wrote %s/s", f.storage.DeviceName, humanBytes(s.devRateDuring))
 	} else {
 		what := "unknown"
-		if st != nil && st.FSType != "" {
-			what = st.FSType
+		if f.storage != nil && f.storage.FSType != "" {
+			what = f.storage.FSType
 		}
 		where = "in the page cache"
 		devText = fmt.Sprintf("; the WAL's file system (%s) has no block device, so the device's write rate and shape "+
 			"are unknown and the WAL's share is judged against the Dirty+Writeback pile", what)
 	}
+	probeNote := ""
+	if f.hasProbe {
+		probeNote = fmt.Sprintf(" The probe's %s took %s on average in the window.", f.probe.Name, humanSeconds(usSeconds(f.probe.LatencyUS.Mean)))
+	}
 	summary := fmt.Sprintf("WAL flushes stalled for %s while %s was dirty or under write-back (Dirty %s, Writeback %s) %s: "+
 		"%s. The WAL wrote %s/s, %s of what the host wrote%s: another writer fills the queue the WAL's flushes wait behind.%s",
-		humanSeconds(f.Seconds), humanBytes(f.pilePeak), humanBytes(f.dirtyPeak), humanBytes(f.wbPk), where,
-		flush, humanBytes(f.walRate), pct(f.walBytes/f.hostBytes), devText, probeNote)
-	if off := flushAfterOff(snap, s); len(off) > 0 {
-		summary += " " + strings.Join(off, " and ") + " at 0 let the checkpointer add to the pile (flush-after-disabled)."
+		humanSeconds(s.Seconds), humanBytes(s.pilePeak), humanBytes(s.dirtyPeak), humanBytes(s.writebackPeak), where,
+		stallFlushText(s), humanBytes(s.walRate), pct(s.walBytes/s.hostBytes), devText, probeNote)
+	if len(f.flushAfterOff) > 0 {
+		summary += " " + strings.Join(f.flushAfterOff, " and ") + " at 0 let the checkpointer add to the pile (flush-after-disabled)."
 	}
+	return summary
+}
 
-	shape, class := ShapeUnknown, ""
-	if hasDevice {
-		shape, class = deviceShape(st), bandwidthClass(f.devPeak)
+// stallFlushText compares the WAL's flushes during the stall with outside it.
+func stallFlushText(s StallFacts) string {
+	var parts []string
+	switch {
+	case s.hasFlushDuring && s.hasFlushOutside:
+		parts = append(parts, fmt.Sprintf("WAL flushes took %s each during it against %s outside", humanSeconds(s.flushDuring), humanSeconds(s.flushOutside)))
+	case s.hasFlushDuring:
+		parts = append(parts, fmt.Sprintf("WAL flushes took %s each during it (the whole window)", humanSeconds(s.flushDuring)))
 	}
-	if row, ok := findRow(rows, shape, class); ok && hasDevice {
-		// A knob already at the row's value and still stalling falls through to the advice.
-		if fs := dirtyFindings(snap.Kernel, row, f, summary, ev); len(fs) > 0 {
-			return found(fs...)
+	if s.hasShareDuring {
+		waits := fmt.Sprintf("%s of active backends' time waited on WAL I/O", pct(s.shareDuring))
+		if s.hasShareOutside {
+			waits += fmt.Sprintf(" against %s outside", pct(s.shareOutside))
 		}
+		parts = append(parts, waits)
 	}
+	return strings.Join(parts, "; ")
+}
+
+// writebackAdvice is the default finding: move the WAL or throttle the writer.
+func writebackAdvice(f writebackFacts, summary string, ev []Evidence) Finding {
+	s := f.stall
 	throttle := "the writer's own rate limit"
-	if hasDevice && f.devPeak > 0 {
+	if f.hasDevice && s.devPeak > 0 {
 		throttle = fmt.Sprintf("a cgroup v2 io.max wbps of about %s/s (half the device's measured %s/s) on the writer, or its own rate limit",
-			humanBytes(f.devPeak/2), humanBytes(f.devPeak))
+			humanBytes(s.devPeak/2), humanBytes(s.devPeak))
 	}
 	cur := "shared"
-	if hasDevice {
-		cur = "shared (" + st.DeviceName + ")"
+	if f.hasDevice {
+		cur = "shared (" + f.storage.DeviceName + ")"
 	}
-	return found(Finding{
+	return Finding{
 		Severity:    Warning,
 		Setting:     settingWALDevice,
 		Current:     cur,
 		Recommended: "a device of its own for pg_wal, or the other writer throttled",
 		Action:      ActionAdvice,
 		Summary: summary + fmt.Sprintf(" Put pg_wal on a device no other writer uses, or throttle the writer: %s. "+
-			"No vm.dirty_* value is proven for this device shape (%s); lower values made the lab's stall longer.", throttle, shapeText(shape, class)),
+			"No vm.dirty_* value is proven for this device shape (%s); lower values made the lab's stall longer.", throttle, shapeText(f.shape, f.class)),
 		Evidence: ev,
-		Predicted: &Predicted{Name: "writeback_stall_seconds", Current: f.Seconds, Value: 0, Unit: UnitSeconds,
+		Predicted: &Predicted{Name: "writeback_stall_seconds", Current: s.Seconds, Value: 0, Unit: UnitSeconds,
 			Basis: "with no other writer's queue ahead of the WAL's flushes they wait only for their own writes"},
 		ExpectedEffect: "WAL flushes no longer wait behind another writer's write-back: the stall and its flush times go away.",
-	})
+	}
 }
 
 func shapeText(shape, class string) string {
