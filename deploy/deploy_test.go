@@ -89,6 +89,32 @@ func loadAlerts(t *testing.T) []alertRule {
 	return alerts
 }
 
+// ruleTests is a promtool unit test file, as far as the tests here read it.
+type ruleTests struct {
+	RuleFiles []string `yaml:"rule_files"`
+	Tests     []struct {
+		PromQLExprTest []struct {
+			Expr string `yaml:"expr"`
+		} `yaml:"promql_expr_test"`
+		AlertRuleTest []struct {
+			Alertname string `yaml:"alertname"`
+			ExpAlerts []struct {
+				ExpLabels      map[string]string `yaml:"exp_labels"`
+				ExpAnnotations map[string]string `yaml:"exp_annotations"`
+			} `yaml:"exp_alerts"`
+		} `yaml:"alert_rule_test"`
+	} `yaml:"tests"`
+}
+
+func loadRuleTests(t *testing.T, file string) ruleTests {
+	t.Helper()
+	var tf ruleTests
+	if err := yaml.Unmarshal(readFile(t, file), &tf); err != nil {
+		t.Fatalf("parse %s: %v", file, err)
+	}
+	return tf
+}
+
 func readFile(t *testing.T, name string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(name)
@@ -172,14 +198,16 @@ func TestAlertConventions(t *testing.T) {
 					t.Errorf("annotations.%s is missing", k)
 				}
 			}
-			if !strings.Contains(a.Annotations["summary"]+a.Annotations["description"], "$labels.instance") &&
-				a.Alert != "PgwalAdvisorAdvisorAbsent" { // absent() has no instance to name
-				t.Error("neither summary nor description names $labels.instance")
+			for _, label := range identifyingLabels(a) {
+				if !strings.Contains(a.Annotations["summary"]+a.Annotations["description"], "$labels."+label) {
+					t.Errorf("neither summary nor description names $labels.%s", label)
+				}
 			}
 			if u := a.Annotations["runbook_url"]; !strings.HasPrefix(u, runbookURLStart) || strings.Contains(u, "{{") {
 				t.Errorf("runbook_url %q: want %s<anchor>, no template", u, runbookURLStart)
 			}
-			// Alerts are per instance: an aggregation would merge the hosts of a fleet.
+			// Alerts are per instance: an aggregation would merge the hosts of a fleet. The fleet's
+			// alerts compare hosts through recorded series, never in their own expression.
 			if regexp.MustCompile(`\b(sum|avg|min|max|count|topk|bottomk|quantile|group|stddev|stdvar|count_values)\b\s*(by|without)?\s*\(`).MatchString(a.Expr) {
 				t.Errorf("expr %q aggregates; alerts must stay per instance", a.Expr)
 			}
@@ -187,43 +215,48 @@ func TestAlertConventions(t *testing.T) {
 	}
 }
 
+// identifyingLabels are the labels an alert's summary or description must name so that a
+// reader knows what it is about: the instance for a host's alert; the role and the setting for
+// drift, which is about a group of hosts; nothing for absent(), which has no series.
+func identifyingLabels(a alertRule) []string {
+	switch {
+	case a.Alert == "PgwalAdvisorAdvisorAbsent":
+		return nil
+	case strings.Contains(a.Expr, "fleet:pgwal_advisor_setting_info:"):
+		return []string{"role", "setting"}
+	}
+	return []string{"instance"}
+}
+
 // Every alert has a promtool case where it fires, with labels and annotations checked, and one
-// where it stays quiet.
+// where it stays quiet. The fleet's alerts are tested with recording.yml loaded, on what the
+// recording rules make of the advisors' series.
 func TestAlertsCoveredByUnitTests(t *testing.T) {
-	var tf struct {
-		RuleFiles []string `yaml:"rule_files"`
-		Tests     []struct {
-			AlertRuleTest []struct {
-				Alertname string `yaml:"alertname"`
-				ExpAlerts []struct {
-					ExpLabels      map[string]string `yaml:"exp_labels"`
-					ExpAnnotations map[string]string `yaml:"exp_annotations"`
-				} `yaml:"exp_alerts"`
-			} `yaml:"alert_rule_test"`
-		} `yaml:"tests"`
-	}
-	if err := yaml.Unmarshal(readFile(t, alertsTestFile), &tf); err != nil {
-		t.Fatalf("parse %s: %v", alertsTestFile, err)
-	}
-	if !slices.Equal(tf.RuleFiles, []string{"../alerts.yml"}) {
-		t.Errorf("rule_files = %v, want [../alerts.yml]", tf.RuleFiles)
-	}
 	fires, quiet := map[string]bool{}, map[string]bool{}
-	for _, c := range tf.Tests {
-		for _, r := range c.AlertRuleTest {
-			if len(r.ExpAlerts) == 0 {
-				quiet[r.Alertname] = true
-				continue
-			}
-			checked := true
-			for _, e := range r.ExpAlerts {
-				if e.ExpLabels["severity"] == "" || e.ExpAnnotations["summary"] == "" ||
-					e.ExpAnnotations["description"] == "" || e.ExpAnnotations["runbook_url"] == "" {
-					checked = false
+	for file, ruleFiles := range map[string][]string{
+		alertsTestFile:     {"../alerts.yml"},
+		fleetRulesTestFile: {"../recording.yml", "../alerts.yml"},
+	} {
+		tf := loadRuleTests(t, file)
+		if !slices.Equal(tf.RuleFiles, ruleFiles) {
+			t.Errorf("%s: rule_files = %v, want %v", file, tf.RuleFiles, ruleFiles)
+		}
+		for _, c := range tf.Tests {
+			for _, r := range c.AlertRuleTest {
+				if len(r.ExpAlerts) == 0 {
+					quiet[r.Alertname] = true
+					continue
 				}
-			}
-			if checked {
-				fires[r.Alertname] = true
+				checked := true
+				for _, e := range r.ExpAlerts {
+					if e.ExpLabels["severity"] == "" || e.ExpAnnotations["summary"] == "" ||
+						e.ExpAnnotations["description"] == "" || e.ExpAnnotations["runbook_url"] == "" {
+						checked = false
+					}
+				}
+				if checked {
+					fires[r.Alertname] = true
+				}
 			}
 		}
 	}

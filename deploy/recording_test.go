@@ -11,6 +11,8 @@ import (
 const (
 	recordingFile     = "prometheus/recording.yml"
 	recordingTestFile = "prometheus/tests/recording_test.yml"
+	// fleetRulesTestFile tests the outlier and drift rules with alerts.yml loaded beside them.
+	fleetRulesTestFile = "prometheus/tests/fleet_rules_test.yml"
 )
 
 func TestPromtoolCheckRecordingRules(t *testing.T) {
@@ -19,6 +21,10 @@ func TestPromtoolCheckRecordingRules(t *testing.T) {
 
 func TestPromtoolTestRecordingRules(t *testing.T) {
 	runPromtool(t, "test", "rules", recordingTestFile)
+}
+
+func TestPromtoolTestFleetRules(t *testing.T) {
+	runPromtool(t, "test", "rules", fleetRulesTestFile)
 }
 
 // recordNameRE is Prometheus's naming convention for recording rules, level:metric:operations,
@@ -32,21 +38,14 @@ func TestRecordingRules(t *testing.T) {
 	if err := yaml.Unmarshal(readFile(t, recordingFile), &f); err != nil {
 		t.Fatalf("parse %s: %v", recordingFile, err)
 	}
-	var tf struct {
-		Tests []struct {
-			PromQLExprTest []struct {
-				Expr string `yaml:"expr"`
-			} `yaml:"promql_expr_test"`
-		} `yaml:"tests"`
-	}
-	if err := yaml.Unmarshal(readFile(t, recordingTestFile), &tf); err != nil {
-		t.Fatalf("parse %s: %v", recordingTestFile, err)
-	}
 	tested := map[string]bool{}
-	for _, c := range tf.Tests {
-		for _, e := range c.PromQLExprTest {
-			name, _, _ := strings.Cut(e.Expr, "{")
-			tested[strings.TrimSpace(name)] = true
+	for _, file := range []string{recordingTestFile, fleetRulesTestFile} {
+		for _, c := range loadRuleTests(t, file).Tests {
+			for _, e := range c.PromQLExprTest {
+				for _, name := range fleetNameRE.FindAllString(e.Expr, -1) {
+					tested[name] = true
+				}
+			}
 		}
 	}
 	documented := documentedMetrics(t)
@@ -62,9 +61,11 @@ func TestRecordingRules(t *testing.T) {
 				t.Errorf("record %q: want fleet:pgwal_advisor_<metric>:<operations>", r.Record)
 			}
 			if !tested[r.Record] {
-				t.Errorf("record %q has no promql_expr_test in %s", r.Record, recordingTestFile)
+				t.Errorf("record %q has no promql_expr_test in %s or %s", r.Record, recordingTestFile, fleetRulesTestFile)
 			}
-			if !strings.Contains(r.Expr, "by (instance") {
+			// A rule over the advisors' own series reduces them to one value per host first; a
+			// rule over recorded series reads what such a rule reduced.
+			if ownMetricRE.MatchString(fleetNameRE.ReplaceAllString(r.Expr, "")) && !strings.Contains(r.Expr, "by (instance") {
 				t.Errorf("record %q: expr %q does not first reduce to one value per host with max by (instance, ...)", r.Record, r.Expr)
 			}
 			checkMetrics(t, r.Record, r.Expr, documented)

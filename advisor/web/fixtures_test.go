@@ -50,6 +50,8 @@ func snapshot() *collector.Snapshot {
 				collector.Fsync:             setting("on"),
 				collector.FullPageWrites:    setting("on"),
 				collector.SynchronousCommit: setting("on"),
+				collector.WALCompression:    setting("off"),
+				collector.MaxWALSize:        {Value: "1GB", Bytes: ptr(int64(1 << 30)), Raw: "1024", Unit: "MB", Source: "default", Context: "sighup"},
 			},
 			WAL: &collector.WALStats{
 				Records: 1000, FPI: 10, Bytes: 123456, BuffersFull: 3, Writes: 200, Syncs: 150,
@@ -70,6 +72,7 @@ func snapshot() *collector.Snapshot {
 			Path: "/var/lib/postgresql/16/main/pg_wal", Device: "259:2", DeviceName: "nvme0n1p2",
 			MountPoint: "/", FSType: "ext4", Rotational: ptr(false), WriteCache: "write through",
 			FreeBytes: 50 << 30, TotalBytes: 100 << 30,
+			Disks: []collector.Disk{{Name: "nvme0n1", WriteCache: "write through", Model: "Samsung SSD 980 PRO 1TB"}},
 		},
 		Parts: []collector.Part{
 			{Name: collector.PartPostgres, OK: true, DurationSeconds: 0.012},

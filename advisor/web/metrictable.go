@@ -4,6 +4,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -110,6 +111,7 @@ func metricTable() []metricDef {
 			func(k *collector.Kernel) float64 { return float64(k.VM.DirtyExpireCentisecs) / 100 }),
 		kernelMetric("kernel_dirty_writeback_interval_seconds", "vm.dirty_writeback_centisecs in seconds.",
 			func(k *collector.Kernel) float64 { return float64(k.VM.DirtyWritebackCentisecs) / 100 }),
+		{"setting_info", "1 for the value of a WAL or write-back setting that the hosts of one role should share.", g, []string{"setting", "value"}, 0, readComparedSettings},
 
 		{"wal_storage_info", "The WAL directory's file system and device; always 1.", g, []string{"fs_type", "device", "mount_point", "write_cache"}, 0, func(sc scrapeState, out metricOut) {
 			if st := sc.storage(); st != nil {
@@ -122,6 +124,7 @@ func metricTable() []metricDef {
 				out.add(1, st.FSType, device, st.MountPoint, st.WriteCache)
 			}
 		}},
+		{"wal_storage_class_info", "The class of the WAL's device, by which a fleet compares hosts; always 1.", g, []string{"rotational", "nvme", "virtual", "write_back_cache"}, 0, readStorageClass},
 		// Unknown facts (no sysfs for the device) get no series rather than a misleading 0.
 		{"wal_storage_rotational", "1 when a disk under the WAL is rotational.", g, nil, 0, func(sc scrapeState, out metricOut) {
 			if st := sc.storage(); st != nil && st.Rotational != nil {
@@ -225,6 +228,68 @@ func readUp(sc scrapeState, out metricOut) {
 		}
 	}
 	out.add(up)
+}
+
+// comparedSettings are the PostgreSQL settings exported by setting_info: those that decide how
+// WAL reaches the disk and that hosts of one role are expected to share, so that the fleet's
+// drift rules (deploy/prometheus/recording.yml, docs/fleet.md) can count their values per role.
+// Sizing settings that follow a host's memory (shared_buffers) are left out, and so is the rest
+// of the setting table, to keep a host's series within docs/fleet.md's budget.
+func comparedSettings() []string {
+	return []string{collector.WALSyncMethod, collector.WALBuffers, collector.WALCompression, collector.MaxWALSize}
+}
+
+// readComparedSettings emits comparedSettings as SHOW prints them, and the kernel's vm.dirty_*
+// knobs as /proc/sys/vm holds them (the ratios and the bytes both: the one not in use reads 0).
+func readComparedSettings(sc scrapeState, out metricOut) {
+	for _, name := range comparedSettings() {
+		if s, ok := sc.setting(name); ok {
+			out.add(1, name, s.Value)
+		}
+	}
+	if s := sc.state.Snapshot; s != nil && s.Kernel != nil {
+		vm := s.Kernel.VM
+		for _, k := range []struct {
+			name  string
+			value int64
+		}{
+			{"vm.dirty_background_ratio", vm.DirtyBackgroundRatio},
+			{collector.KnobDirtyBackgroundBytes, vm.DirtyBackgroundBytes},
+			{"vm.dirty_ratio", vm.DirtyRatio},
+			{collector.KnobDirtyBytes, vm.DirtyBytes},
+			{"vm.dirty_expire_centisecs", vm.DirtyExpireCentisecs},
+			{"vm.dirty_writeback_centisecs", vm.DirtyWritebackCentisecs},
+		} {
+			out.add(1, k.name, strconv.FormatInt(k.value, 10))
+		}
+	}
+}
+
+// readStorageClass emits the facts by which the fleet's outlier rules group hosts, a label
+// each, empty when unknown (no disk under the WAL, as on tmpfs or FUSE, or no sysfs attribute).
+// The slowest disk under the WAL decides what a sync costs, so the class is rotational when
+// any disk is and NVMe only when every disk is. NVMe namespaces are named nvme<C>n<N> by the
+// kernel; their driver link is on the controller, so the name is what tells.
+func readStorageClass(sc scrapeState, out metricOut) {
+	st := sc.storage()
+	if st == nil {
+		return
+	}
+	rotational, nvme, virtual, writeBack := "", "", "", ""
+	if st.Rotational != nil {
+		rotational = strconv.FormatBool(*st.Rotational)
+	}
+	if len(st.Disks) > 0 {
+		all := true
+		for _, d := range st.Disks {
+			all = all && (strings.HasPrefix(d.Name, "nvme") || d.Driver == "nvme")
+		}
+		nvme, virtual = strconv.FormatBool(all), strconv.FormatBool(st.Virtual)
+	}
+	if st.WriteCache != "" {
+		writeBack = strconv.FormatBool(st.WriteCache == "write back")
+	}
+	out.add(1, rotational, nvme, virtual, writeBack)
 }
 
 // waitEvents are the WAL wait events that always have a series, so that a counter exists (at 0)
