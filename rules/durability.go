@@ -107,10 +107,7 @@ func evalWALOnVolatileStorage(in Input) Result {
 	}
 	st := snap.WALStorage
 	if st == nil {
-		if p, ok := snap.Part(collector.PartWALStorage); ok && p.Error != "" {
-			return notEnough("no WAL storage facts in the latest snapshot: %s", p.Error)
-		}
-		return notEnough("no WAL storage facts in the latest snapshot")
+		return notEnough("%s", "no WAL storage facts in the latest snapshot"+partFailed(snap, collector.PartWALStorage))
 	}
 	var fs []Finding
 	if st.Volatile || st.FSType == "tmpfs" || st.FSType == "ramfs" {

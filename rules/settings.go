@@ -19,12 +19,23 @@ func latestPostgres(h *History) (*collector.Postgres, string) {
 		return nil, "no snapshot yet"
 	}
 	if s.Postgres == nil {
-		if p, ok := s.Part(collector.PartPostgres); ok && p.Error != "" {
-			return nil, "no PostgreSQL sample in the latest snapshot: " + p.Error
-		}
-		return nil, "no PostgreSQL sample in the latest snapshot"
+		return nil, "no PostgreSQL sample in the latest snapshot" + partFailed(s, collector.PartPostgres)
 	}
 	return s.Postgres, ""
+}
+
+// partFailed points at a failed part of the snapshot rather than repeating its error: every
+// rule that needs the part says the same, and the part's error is shown once where the parts
+// are (check's .problems, the API's snapshot).
+func partFailed(s collector.Snapshot, name string) string {
+	p, ok := s.Part(name)
+	if !ok || p.Error == "" {
+		return ""
+	}
+	if p.Status != "" && p.Status != collector.TargetOK {
+		return fmt.Sprintf(": collecting %s failed (%s; its error is in the snapshot's %q part)", name, p.Status, name)
+	}
+	return fmt.Sprintf(": collecting %s failed (its error is in the snapshot's %q part)", name, name)
 }
 
 // settings reads typed values from pg_settings rows.

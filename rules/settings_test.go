@@ -1,6 +1,12 @@
 package rules
 
-import "testing"
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgwal-advisor/pgwal-advisor/collector"
+)
 
 // The rules read a setting's raw value when the collector left it unnormalized, which it does for
 // values no server writes: those must not come back as a wrapped size or a NaN that evidence
@@ -44,5 +50,32 @@ func TestSettingsUntrustedRaw(t *testing.T) {
 		if got, ok := s.number(tt.name); ok != tt.wantOK || ok && got != tt.want {
 			t.Errorf("number(%s) = %g, %v; want %g, %v", tt.name, got, ok, tt.want, tt.wantOK)
 		}
+	}
+}
+
+// TestMissingPartSaidOnce checks that the rules point at a failed part instead of repeating its
+// error: against an unreachable server every rule that needs PostgreSQL lacks it, and the
+// connection error (long, the same for all) belongs in the snapshot's part, shown once.
+func TestMissingPartSaidOnce(t *testing.T) {
+	h := NewHistory(2)
+	h.Add(collector.Snapshot{Time: time.Unix(1000, 0), Parts: []collector.Part{
+		{Name: collector.PartPostgres, Error: "connect to PostgreSQL at host=h port=1: connection refused", Status: collector.TargetUnreachable},
+		{Name: collector.PartWALStorage, Error: "WAL directory unknown: set --wal-dir"},
+	}})
+	ev := Evaluate(All(), Input{History: h, Now: time.Unix(1000, 0), Config: DefaultThresholds()}, nil)
+	if len(ev.NotEnoughData) == 0 {
+		t.Fatal("no rule lacked data against an unreachable server")
+	}
+	pointed := 0
+	for rule, why := range ev.NotEnoughData {
+		if strings.Contains(why, "connection refused") || strings.Contains(why, "set --wal-dir") {
+			t.Errorf("%s repeats the part's error: %q", rule, why)
+		}
+		if strings.Contains(why, `"postgres" part`) && strings.Contains(why, "unreachable") {
+			pointed++
+		}
+	}
+	if pointed < 5 {
+		t.Errorf("%d rules point at the failed postgres part, want most of them: %v", pointed, ev.NotEnoughData)
 	}
 }
