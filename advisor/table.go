@@ -41,7 +41,7 @@ func WriteSnapshotTable(w io.Writer, s collector.Snapshot) error {
 		}
 		if wal := pg.WAL; wal != nil {
 			fmt.Fprintf(tw, "\n  WAL (cumulative since %s)\n", wal.StatsReset.Format("2006-01-02 15:04:05"))
-			fmt.Fprintf(tw, "  records\t%d\n  full-page images\t%d\n  bytes\t%s\n", wal.Records, wal.FPI, humanBytes(float64(wal.Bytes)))
+			fmt.Fprintf(tw, "  records\t%d\n  full-page images\t%d\n  bytes\t%s\n", wal.Records, wal.FPI, collector.FormatBytes(float64(wal.Bytes)))
 			fmt.Fprintf(tw, "  buffers full\t%d\n  writes\t%d\n  syncs\t%d\n", wal.BuffersFull, wal.Writes, wal.Syncs)
 			fmt.Fprintf(tw, "  write time\t%.3f s\n  sync time\t%.3f s\n", wal.WriteTimeSeconds, wal.SyncTimeSeconds)
 		}
@@ -61,9 +61,9 @@ func WriteSnapshotTable(w io.Writer, s collector.Snapshot) error {
 		fmt.Fprintf(tw, "  vm.dirty_background_ratio\t%d\n  vm.dirty_background_bytes\t%d\n", k.VM.DirtyBackgroundRatio, k.VM.DirtyBackgroundBytes)
 		fmt.Fprintf(tw, "  vm.dirty_ratio\t%d\n  vm.dirty_bytes\t%d\n", k.VM.DirtyRatio, k.VM.DirtyBytes)
 		fmt.Fprintf(tw, "  vm.dirty_expire_centisecs\t%d\n  vm.dirty_writeback_centisecs\t%d\n", k.VM.DirtyExpireCentisecs, k.VM.DirtyWritebackCentisecs)
-		fmt.Fprintf(tw, "  background writeback starts at\t%s\n  writers throttled at\t%s\n", humanBytes(float64(k.DirtyBackgroundThresholdBytes)), humanBytes(float64(k.DirtyThresholdBytes)))
-		fmt.Fprintf(tw, "  Dirty / Writeback now\t%s / %s\n", humanBytes(float64(k.Meminfo.DirtyBytes)), humanBytes(float64(k.Meminfo.WritebackBytes)))
-		fmt.Fprintf(tw, "  MemTotal / MemAvailable\t%s / %s\n", humanBytes(float64(k.Meminfo.MemTotalBytes)), humanBytes(float64(k.Meminfo.MemAvailableBytes)))
+		fmt.Fprintf(tw, "  background writeback starts at\t%s\n  writers throttled at\t%s\n", collector.FormatBytes(float64(k.DirtyBackgroundThresholdBytes)), collector.FormatBytes(float64(k.DirtyThresholdBytes)))
+		fmt.Fprintf(tw, "  Dirty / Writeback now\t%s / %s\n", collector.FormatBytes(float64(k.Meminfo.DirtyBytes)), collector.FormatBytes(float64(k.Meminfo.WritebackBytes)))
+		fmt.Fprintf(tw, "  MemTotal / MemAvailable\t%s / %s\n", collector.FormatBytes(float64(k.Meminfo.MemTotalBytes)), collector.FormatBytes(float64(k.Meminfo.MemAvailableBytes)))
 	}
 	if st := s.WALStorage; st != nil {
 		fmt.Fprintf(tw, "\nWAL storage\n")
@@ -75,7 +75,7 @@ func WriteSnapshotTable(w io.Writer, s collector.Snapshot) error {
 		if st.Volatile {
 			fmt.Fprintf(tw, "  VOLATILE\tthe WAL is in memory: a power cut loses it\n")
 		}
-		fmt.Fprintf(tw, "  free / total\t%s / %s\n", humanBytes(float64(st.FreeBytes)), humanBytes(float64(st.TotalBytes)))
+		fmt.Fprintf(tw, "  free / total\t%s / %s\n", collector.FormatBytes(float64(st.FreeBytes)), collector.FormatBytes(float64(st.TotalBytes)))
 		for _, n := range st.Notes {
 			fmt.Fprintf(tw, "  note\t%s\n", n)
 		}
@@ -88,20 +88,6 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-// humanBytes formats a byte count with binary units.
-func humanBytes(b float64) string {
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
-	i := 0
-	for b >= 1024 && i < len(units)-1 {
-		b /= 1024
-		i++
-	}
-	if i == 0 {
-		return fmt.Sprintf("%.0f B", b)
-	}
-	return fmt.Sprintf("%.1f %s", b, units[i])
 }
 
 // WriteCheckTable prints a check's findings for people: the most severe first, each with its
@@ -198,9 +184,9 @@ func formatEvidence(v float64, unit string) string {
 		}
 		return fmt.Sprintf("%.2f s", v)
 	case rules.UnitBytes:
-		return humanBytes(v)
+		return collector.FormatBytes(v)
 	case rules.UnitBytesPerSecond:
-		return humanBytes(v) + "/s"
+		return collector.FormatBytes(v) + "/s"
 	case rules.UnitPerSecond:
 		return fmt.Sprintf("%.2f/s", v)
 	case rules.UnitRatio:

@@ -135,3 +135,19 @@ func FormatMemory(n int64) string {
 	}
 	return "0B"
 }
+
+// FormatBytes writes a byte count for people, in PostgreSQL's units (kB = 1024 bytes, as
+// pg_settings and postgresql.conf use them): whole above 10 of a unit, one decimal below ("93MB",
+// "6.4GB"). It is the one byte format of findings, tables, charts and the lab's reports.
+func FormatBytes(n float64) string {
+	units := []string{"B", "kB", "MB", "GB", "TB"}
+	i := 0
+	for math.Abs(n) >= 1024 && i < len(units)-1 {
+		n /= 1024
+		i++
+	}
+	if n == math.Trunc(n) || math.Abs(n) >= 10 {
+		return fmt.Sprintf("%.0f%s", n, units[i])
+	}
+	return fmt.Sprintf("%.1f%s", n, units[i])
+}

@@ -164,3 +164,17 @@ func TestFormatMemory(t *testing.T) {
 		})
 	}
 }
+
+func TestFormatBytes(t *testing.T) {
+	for _, tc := range []struct {
+		in   float64
+		want string
+	}{
+		{0, "0B"}, {512, "512B"}, {1536, "1.5kB"}, {16 << 20, "16MB"}, {93.4 * (1 << 20), "93MB"},
+		{6.44 * (1 << 30), "6.4GB"}, {3 << 40, "3TB"}, {2048 << 40, "2048TB"}, {-1536, "-1.5kB"},
+	} {
+		if got := FormatBytes(tc.in); got != tc.want {
+			t.Errorf("FormatBytes(%v) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

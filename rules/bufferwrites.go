@@ -94,7 +94,7 @@ func (b bufferWrites) estimateNote() string {
 		return ""
 	}
 	return fmt.Sprintf(" (estimated from the insert LSN, %s of WAL in the window that pg_stat_wal has not counted yet, "+
-		"and wait events: a transaction still running)", humanBytes(b.Uncounted))
+		"and wait events: a transaction still running)", collector.FormatBytes(b.Uncounted))
 }
 
 // estimateEvidence is the evidence that marks estimated buffer-full writes.

@@ -318,7 +318,7 @@ func maxWALFinding(f checkpointStallFacts, d checkpointDecision, t Thresholds, e
 	cur := f.maxWALText
 	capped := ""
 	if d.capped {
-		capped = fmt.Sprintf(" (capped at half the %s free on the WAL's file system)", humanBytes(float64(f.walFree)))
+		capped = fmt.Sprintf(" (capped at half the %s free on the WAL's file system)", collector.FormatBytes(float64(f.walFree)))
 	}
 	return Finding{
 		Severity:    Warning,
@@ -328,7 +328,7 @@ func maxWALFinding(f checkpointStallFacts, d checkpointDecision, t Thresholds, e
 		Action:      ActionReload,
 		Summary: fmt.Sprintf("%.0f of %.0f checkpoints in the last %s were requested, not timed: at %s/s of WAL, "+
 			"max_wal_size=%s forces a checkpoint before checkpoint_timeout%s.",
-			f.requested, f.requested+f.timed, t.CheckpointWindow, humanBytes(f.walRate), cur, capped),
+			f.requested, f.requested+f.timed, t.CheckpointWindow, collector.FormatBytes(f.walRate), cur, capped),
 		Evidence: ev,
 		ExpectedEffect: "Checkpoints come on checkpoint_timeout: fewer full-page writes after each one and " +
 			"writes spread over the whole interval. Crash recovery may take longer; the WAL uses more disk.",
@@ -350,7 +350,7 @@ func checkpointRatePrediction(f checkpointStallFacts, rec int64) *Predicted {
 	return &Predicted{
 		Name: PredictCheckpointRate, Current: rate, Value: min(rate, after), Unit: UnitPerSecond,
 		Basis: fmt.Sprintf("%.0f checkpoints in %s now; at %s/s of WAL one starts every %s of WAL at max_wal_size=%s%s",
-			f.cp.count, f.window.Span().Round(time.Second), humanBytes(f.walRate), humanBytes(float64(rec)/(1+f.cct)), collector.FormatMemory(rec), timeoutNote),
+			f.cp.count, f.window.Span().Round(time.Second), collector.FormatBytes(f.walRate), collector.FormatBytes(float64(rec)/(1+f.cct)), collector.FormatMemory(rec), timeoutNote),
 	}
 }
 

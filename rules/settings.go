@@ -119,20 +119,6 @@ func (s settings) number(name string) (float64, bool) {
 	return f, err == nil && !math.IsNaN(f) && !math.IsInf(f, 0)
 }
 
-// humanBytes writes a byte count for a summary ("93MB", "6.4GB").
-func humanBytes(n float64) string {
-	units := []string{"B", "kB", "MB", "GB", "TB"}
-	i := 0
-	for math.Abs(n) >= 1024 && i < len(units)-1 {
-		n /= 1024
-		i++
-	}
-	if n == math.Trunc(n) || math.Abs(n) >= 10 {
-		return fmt.Sprintf("%.0f%s", n, units[i])
-	}
-	return fmt.Sprintf("%.1f%s", n, units[i])
-}
-
 // humanSeconds writes a duration in seconds with three significant digits ("4.6ms", "6.9s").
 func humanSeconds(s float64) string {
 	d := time.Duration(s * float64(time.Second))

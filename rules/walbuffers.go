@@ -235,7 +235,7 @@ func walBuffersFinding(f walBufferFacts, next, segment int64) Finding {
 		Evidence: ev,
 		ExpectedEffect: "Fewer, larger WAL writes, more of them done by the WAL writer instead of the " +
 			"backends (lab, seed 001's 2M-row INSERT at 64kB -> 16MB -> 64MB: docs/benchmarks.md, seed 001 table " +
-			"(131 -> 3.41 -> 2.81 s with open_datasync, 5.49 -> 3.31 -> 2.85 s with fdatasync)). Costs " + humanBytes(float64(next-f.size)) + " more shared memory.",
+			"(131 -> 3.41 -> 2.81 s with open_datasync, 5.49 -> 3.31 -> 2.85 s with fdatasync)). Costs " + collector.FormatBytes(float64(next-f.size)) + " more shared memory.",
 		Predicted: walBuffersPrediction(f, next, segment),
 	}
 }

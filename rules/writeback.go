@@ -212,7 +212,7 @@ func writebackSummary(f writebackFacts) string {
 	s := f.stall
 	where, devText := "on the WAL's device", ""
 	if f.hasDevice {
-		devText = fmt.Sprintf(", while the device (%s) wrote %s/s", f.storage.DeviceName, humanBytes(s.devRateDuring))
+		devText = fmt.Sprintf(", while the device (%s) wrote %s/s", f.storage.DeviceName, collector.FormatBytes(s.devRateDuring))
 	} else {
 		what := "unknown"
 		if f.storage != nil && f.storage.FSType != "" {
@@ -228,8 +228,8 @@ func writebackSummary(f writebackFacts) string {
 	}
 	summary := fmt.Sprintf("WAL flushes stalled for %s while %s was dirty or under write-back (Dirty %s, Writeback %s) %s: "+
 		"%s. The WAL wrote %s/s, %s of what the host wrote%s: another writer fills the queue the WAL's flushes wait behind.%s",
-		humanSeconds(s.Seconds), humanBytes(s.pilePeak), humanBytes(s.dirtyPeak), humanBytes(s.writebackPeak), where,
-		stallFlushText(s), humanBytes(s.walRate), pct(s.walBytes/s.hostBytes), devText, probeNote)
+		humanSeconds(s.Seconds), collector.FormatBytes(s.pilePeak), collector.FormatBytes(s.dirtyPeak), collector.FormatBytes(s.writebackPeak), where,
+		stallFlushText(s), collector.FormatBytes(s.walRate), pct(s.walBytes/s.hostBytes), devText, probeNote)
 	if len(f.flushAfterOff) > 0 {
 		summary += " " + strings.Join(f.flushAfterOff, " and ") + " at 0 let the checkpointer add to the pile (flush-after-disabled)."
 	}
@@ -261,7 +261,7 @@ func writebackAdvice(f writebackFacts, summary string, ev []Evidence) Finding {
 	throttle := "the writer's own rate limit"
 	if f.hasDevice && s.devPeak > 0 {
 		throttle = fmt.Sprintf("a cgroup v2 io.max wbps of about %s/s (half the device's measured %s/s) on the writer, or its own rate limit",
-			humanBytes(s.devPeak/2), humanBytes(s.devPeak))
+			collector.FormatBytes(s.devPeak/2), collector.FormatBytes(s.devPeak))
 	}
 	cur := "shared"
 	if f.hasDevice {
@@ -364,7 +364,7 @@ func dirtyFindings(k *collector.Kernel, row DirtyRow, f StallFacts, summary stri
 			Recommended: strconv.FormatInt(want, 10),
 			Action:      ActionSysctl,
 			Summary: summary + fmt.Sprintf(" For this device shape (%s, %s) the lab measured %s=%s shorter stalls (%s); it is %s now.",
-				row.Shape, row.Bandwidth, knob, humanBytes(float64(want)), row.Source, humanBytes(float64(effective))),
+				row.Shape, row.Bandwidth, knob, collector.FormatBytes(float64(want)), row.Source, collector.FormatBytes(float64(effective))),
 			Evidence:       ev,
 			Predicted:      pred,
 			ExpectedEffect: effect,

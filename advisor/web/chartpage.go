@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/pgwal-advisor/pgwal-advisor/collector"
 )
 
 // chartsHTML is the landing page's charts section: four figures, each with an anchor that a
@@ -133,7 +135,7 @@ func dirtySVG(c Charts) string {
 		bg.values[i], limit.values[i] = float64(p.DirtyBackgroundThresholdBytes), float64(p.DirtyThresholdBytes)
 	}
 	from, to := window(c)
-	ch := timeChart{kind: "dirty", from: from, to: to, times: times, series: []series{limit, bg, dirty, wb}, format: formatBytes}
+	ch := timeChart{kind: "dirty", from: from, to: to, times: times, series: []series{limit, bg, dirty, wb}, format: collector.FormatBytes}
 	return ch.svg() + legend(dirty, wb, bg, limit)
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pgwal-advisor/pgwal-advisor/advisor"
+	"github.com/pgwal-advisor/pgwal-advisor/collector"
 	"github.com/pgwal-advisor/pgwal-advisor/rules"
 )
 
@@ -206,8 +207,8 @@ func TestTickLabel(t *testing.T) {
 		{formatSeconds, 2.5e-3, "2.5 ms"},
 		{formatSeconds, 0, "0"},
 		{formatShare, 0.5, "50%"},
-		{formatBytes, 1.5 * 1024 * 1024, "1.5 MB"},
-		{formatBytesPerSecond, 20 * 1024, "20 kB/s"},
+		{collector.FormatBytes, 1.5 * 1024 * 1024, "1.5MB"},
+		{formatBytesPerSecond, 20 * 1024, "20kB/s"},
 	} {
 		if got := tickLabel(c.format, c.v); got != c.want {
 			t.Errorf("tickLabel(%v) = %q, want %q", c.v, got, c.want)

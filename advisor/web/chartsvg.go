@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/pgwal-advisor/pgwal-advisor/collector"
 )
 
 // The charts are inline SVG drawn here, on the server: the landing page needs no script, no
@@ -203,18 +205,7 @@ func num(v float64) string {
 	return strconv.FormatFloat(v, 'f', -1, 64)
 }
 
-// formatBytes prints bytes with PostgreSQL's units (kB = 1024 bytes).
-func formatBytes(v float64) string {
-	units := []string{"B", "kB", "MB", "GB", "TB"}
-	i := 0
-	for math.Abs(v) >= 1024 && i < len(units)-1 {
-		v /= 1024
-		i++
-	}
-	return strconv.FormatFloat(v, 'f', decimals(v), 64) + " " + units[i]
-}
-
-func formatBytesPerSecond(v float64) string { return formatBytes(v) + "/s" }
+func formatBytesPerSecond(v float64) string { return collector.FormatBytes(v) + "/s" }
 
 // formatSeconds prints a duration from microseconds to seconds.
 func formatSeconds(v float64) string {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pgwal-advisor/pgwal-advisor/collector"
 	"github.com/pgwal-advisor/pgwal-advisor/collector/kernel"
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab"
 )
@@ -136,7 +137,7 @@ func staticTunerFor(memBytes int64) StaticTuner {
 		Formula: fmt.Sprintf("PGTune (web, its default): wal_buffers = min(3%% of shared_buffers = RAM/4, 16MB) = %s for %s of RAM; "+
 			"checkpoint_completion_target = 0.9; min_wal_size = 1GB, max_wal_size = 4GB (by database type). "+
 			"timescaledb-tune gives the same wal_buffers and 0.9 (max_wal_size 1GB without --wal-disk-size). "+
-			"Neither touches wal_sync_method or vm.dirty_*.", pgMemory(wb), humanBytes(float64(memBytes))),
+			"Neither touches wal_sync_method or vm.dirty_*.", pgMemory(wb), collector.FormatBytes(float64(memBytes))),
 	}
 }
 
@@ -156,19 +157,6 @@ func pgMemory(b int64) string {
 		return strconv.FormatInt(b/MB, 10) + "MB"
 	}
 	return strconv.FormatInt(b/kB, 10) + "kB"
-}
-
-func humanBytes(b float64) string {
-	const kB, MB, GB = 1 << 10, 1 << 20, 1 << 30
-	switch {
-	case b >= GB:
-		return strconv.FormatFloat(b/GB, 'f', 1, 64) + " GiB"
-	case b >= MB:
-		return strconv.FormatFloat(b/MB, 'f', 1, 64) + " MiB"
-	case b >= kB:
-		return strconv.FormatFloat(b/kB, 'f', 0, 64) + " KiB"
-	}
-	return strconv.FormatFloat(b, 'f', 0, 64) + " B"
 }
 
 // memTotal reads MemTotal from meminfo.

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/pgwal-advisor/pgwal-advisor/collector"
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab/equipment"
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab/neighbour"
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab/simdisk"
@@ -91,7 +92,7 @@ func (r *runner) neighbour(ctx context.Context) (res *ScenarioResult, err error)
 		"figures are medians over the runs, stall seconds with their range. The simulated disk's source is on tmpfs: the loop "+
 		"device's blocks there are memory the kernel cannot reclaim (a removed file's blocks stay in the backing file: discards "+
 		"do not reach it), so the ratio thresholds are of up to %s less available memory as the file system fills.",
-		rounds, humanBytes(neighbour.Drained), humanBytes(float64(neighbour.VolumeSize(writerMB)))))
+		rounds, collector.FormatBytes(neighbour.Drained), collector.FormatBytes(float64(neighbour.VolumeSize(writerMB)))))
 	if s := spreadNote(res); s != "" {
 		res.Notes = append(res.Notes, s)
 	}
@@ -163,7 +164,7 @@ func (r *runner) measureNeighbour(ctx context.Context, res *ScenarioResult, rig 
 		r.say("%s: %-36s %2d stall s (longest %d), p50 %s ms, p99 %s ms, max %s ms, %d s without a WAL flush, most flush time in a second %.0f ms, "+
 			"waits in the stall %s, Dirty peak %s, Writeback peak %s, writer %.0f s", Neighbour, cfg.Name, run.StallSeconds, run.LongestStall,
 			num(run.P50LatencyMS), num(run.P99LatencyMS), num(run.MaxLatencyMS), run.FlushlessSeconds, run.WALSyncMaxSecondMS,
-			sharesText(run.WaitStall), humanBytes(float64(run.DirtyPeakBytes)), humanBytes(float64(run.WritebackPeakBytes)), run.WriterSeconds)
+			sharesText(run.WaitStall), collector.FormatBytes(float64(run.DirtyPeakBytes)), collector.FormatBytes(float64(run.WritebackPeakBytes)), run.WriterSeconds)
 		return float64(run.StallSeconds), nil
 	})
 	for i := range results {

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/pgwal-advisor/pgwal-advisor/collector"
 )
 
 // WriteJSON writes the report as indented JSON.
@@ -65,7 +67,7 @@ func writeHeader(b *strings.Builder, rep *Report) {
 		fmt.Fprintf(b, " (%s)", m.CPUModel)
 	}
 	fmt.Fprintf(b, ", %s of memory, a virtual disk (about 0.1 ms per fsync, hence the simulated one); Linux %s; %s.\n",
-		humanBytes(float64(m.MemoryBytes)), m.Kernel, m.PostgreSQL)
+		collector.FormatBytes(float64(m.MemoryBytes)), m.Kernel, m.PostgreSQL)
 	if m.LoadAverageBefore != "" && len(rep.Runs) == 0 {
 		fmt.Fprintf(b, "- Load average before / after: %s / %s (other work on the machine adds noise).\n", m.LoadAverageBefore, m.LoadAverageAfter)
 	}

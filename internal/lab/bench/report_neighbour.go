@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/pgwal-advisor/pgwal-advisor/collector"
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab/neighbour"
 )
 
@@ -32,7 +33,7 @@ func writeNeighbourTable(b *strings.Builder, s *ScenarioResult) {
 			fmt.Sprintf("%.0f s", sm.LongestStall), ms(sm.P50MS), ms(sm.P99MS), ms(sm.MaxMS),
 			fmt.Sprintf("%s ms (%s / %s)", num(sm.WALSyncMS), num(sm.WALSyncStallMS), num(sm.WALCalmMS)),
 			fmt.Sprintf("%.0f", sm.FlushlessSeconds), ms(sm.WALMaxSecondMS), sharesText(sm.Median.WaitStall),
-			humanBytes(sm.DirtyPeak), humanBytes(sm.WritebackPeak), writer, ms(sm.LogFsyncMaxMS)})
+			collector.FormatBytes(sm.DirtyPeak), collector.FormatBytes(sm.WritebackPeak), writer, ms(sm.LogFsyncMaxMS)})
 	}
 	table(b, head, rows)
 	b.WriteString("\nPer second of the median run (p99 commit latency of the commits scheduled in that second, ms; " +

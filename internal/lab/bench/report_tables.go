@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/pgwal-advisor/pgwal-advisor/collector"
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab/stats"
 )
 
@@ -91,7 +92,7 @@ func writeSmoothTable(b *strings.Builder, s *ScenarioResult) {
 		rows = append(rows, []string{c.Name, roles(c, s.GridBest), settingsText(c.Settings, c.Kernel), num(sm.MedianTPS),
 			bold(num(sm.WorstSecond), c.Name == s.GridBest), num(sm.P5TPS), fmt.Sprintf("%d of %d", sm.SecondsBelowHalf, sm.Seconds),
 			fmt.Sprintf("%s ms", num(sm.P99LatencyMS)), fmt.Sprintf("%s ms", num(sm.MaxLatencyMS)), strconv.FormatInt(sm.Checkpoints, 10),
-			fmt.Sprintf("%.1f s", sm.CheckpointSyncSeconds), humanBytes(float64(sm.DirtyPeakBytes))})
+			fmt.Sprintf("%.1f s", sm.CheckpointSyncSeconds), collector.FormatBytes(float64(sm.DirtyPeakBytes))})
 	}
 	table(b, head, rows)
 	b.WriteString("\nPer-second throughput (tps, from pgbench -P 1):\n\n")

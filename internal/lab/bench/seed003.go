@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pgwal-advisor/pgwal-advisor/collector"
 	"github.com/pgwal-advisor/pgwal-advisor/collector/kernel"
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab"
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab/equipment"
@@ -115,7 +116,7 @@ func (r *runner) seed003(ctx context.Context) (res *ScenarioResult, err error) {
 		}
 		r.say("%s: %-40s median %.0f tps, worst second %.0f, p5 %.0f, %d s below half, p99 %.0f ms, %d checkpoints, sync %.1f s, Dirty+Writeback peak %s",
 			Seed003, cfg.Name, sm.MedianTPS, sm.WorstSecond, sm.P5TPS, sm.SecondsBelowHalf, sm.P99LatencyMS, sm.Checkpoints,
-			sm.CheckpointSyncSeconds, humanBytes(float64(sm.DirtyPeakBytes)))
+			sm.CheckpointSyncSeconds, collector.FormatBytes(float64(sm.DirtyPeakBytes)))
 		v := 0.0
 		if sm.MedianTPS > 0 {
 			v = sm.WorstSecond / sm.MedianTPS
