@@ -49,7 +49,7 @@ type series struct {
 
 // timeChart is a line chart over time.
 type timeChart struct {
-	id, kind string
+	kind     string
 	from, to time.Time
 	times    []time.Time
 	series   []series

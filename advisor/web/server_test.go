@@ -32,7 +32,7 @@ func freeAddr(t *testing.T) string {
 
 // startServer serves src on a free port until the test ends; it returns the base URL and a
 // function that stops the server and returns Serve's error and how long stopping took.
-func startServer(t *testing.T, cfg Config) (string, func() (error, time.Duration)) {
+func startServer(t *testing.T, cfg Config) (string, func() (time.Duration, error)) {
 	t.Helper()
 	addr := freeAddr(t)
 	cfg.ListenAddresses = []string{addr}
@@ -44,12 +44,12 @@ func startServer(t *testing.T, cfg Config) (string, func() (error, time.Duration
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx) }()
 	stopped := false
-	stop := func() (error, time.Duration) {
+	stop := func() (time.Duration, error) {
 		stopped = true
 		start := time.Now()
 		cancel()
 		err := <-done
-		return err, time.Since(start)
+		return time.Since(start), err
 	}
 	t.Cleanup(func() {
 		if !stopped {
@@ -104,7 +104,7 @@ func TestServeAndShutdown(t *testing.T) {
 	if code, body := httpGet(t, base+"/metrics", "", ""); code != http.StatusOK || !strings.Contains(body, "pgwal_advisor_up 1") {
 		t.Fatalf("GET /metrics: %d\n%s", code, body)
 	}
-	err, took := stop()
+	took, err := stop()
 	if err != nil {
 		t.Fatalf("Serve after cancel: %v, want nil", err)
 	}

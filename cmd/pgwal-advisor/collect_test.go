@@ -121,6 +121,9 @@ func TestCollectJSONContract(t *testing.T) {
 
 	// The table format names each part.
 	out, _, code = runCLI(t, "collect", "--dsn", c.DSN())
+	if code != 0 {
+		t.Errorf("collect (table) exit %d, want 0", code)
+	}
 	for _, want := range []string{"wal_buffers", "64kB", "Kernel", "WAL storage", "VOLATILE"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table output lacks %q:\n%s", want, out)
