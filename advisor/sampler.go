@@ -34,12 +34,19 @@ type StorageSource interface {
 	Collect(ctx context.Context, walDir string) (*collector.Storage, error)
 }
 
-// Sampler takes snapshots from the three sources. A source that fails leaves its part nil and
-// says why in the snapshot's Parts; the others are still collected.
+// WritersSource reads which processes wrote since its previous reading (collector/writers): it
+// keeps that reading, so one source belongs to one Sampler.
+type WritersSource interface {
+	Collect(ctx context.Context) (*collector.Writers, error)
+}
+
+// Sampler takes snapshots from its sources; a nil source is not collected. A source that fails
+// leaves its part nil and says why in the snapshot's Parts; the others are still collected.
 type Sampler struct {
 	Postgres PostgresSource
 	Kernel   KernelSource
 	Storage  StorageSource
+	Writers  WritersSource
 	// WALDir, when set, overrides the WAL directory the server reports (--wal-dir).
 	WALDir string
 	// Now is the clock; nil means time.Now.
@@ -85,6 +92,12 @@ func (s *Sampler) Sample(ctx context.Context) collector.Snapshot {
 		}
 		snap.WALStorage = st
 		snap.Parts = append(snap.Parts, part(collector.PartWALStorage, start, err))
+	}
+	if s.Writers != nil {
+		start := time.Now()
+		w, err := s.Writers.Collect(ctx)
+		snap.Writers = w
+		snap.Parts = append(snap.Parts, part(collector.PartWriters, start, err))
 	}
 	return snap
 }

@@ -1,9 +1,14 @@
 package advisor
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/pgwal-advisor/pgwal-advisor/collector"
+	"github.com/pgwal-advisor/pgwal-advisor/collector/writers"
 )
 
 func TestWALDirOf(t *testing.T) {
@@ -25,5 +30,51 @@ func TestWALDirOf(t *testing.T) {
 				t.Errorf("WALDirOf = %q, want %q", got, tc.wantDir)
 			}
 		})
+	}
+}
+
+type writersFunc func(ctx context.Context) (*collector.Writers, error)
+
+func (f writersFunc) Collect(ctx context.Context) (*collector.Writers, error) { return f(ctx) }
+
+// TestSampleWriters: the writers part is collected into its own field and part, and its
+// failure leaves the rest of the snapshot alone.
+func TestSampleWriters(t *testing.T) {
+	ok := writersFunc(func(context.Context) (*collector.Writers, error) {
+		return &collector.Writers{IntervalSeconds: 15, Processes: []collector.ProcessWrites{{PID: 4711, Comm: "dd", NetWriteBytes: 1 << 30}}}, nil
+	})
+	failing := writersFunc(func(context.Context) (*collector.Writers, error) {
+		return nil, errors.New("list processes: no /proc")
+	})
+	snap := (&Sampler{Writers: ok}).Sample(context.Background())
+	if p, found := snap.Part(collector.PartWriters); !found || !p.OK || snap.Writers == nil || snap.Writers.Processes[0].PID != 4711 {
+		t.Errorf("writers part %+v (found %v), writers %+v; want ok with dd", p, found, snap.Writers)
+	}
+	snap = (&Sampler{Writers: failing}).Sample(context.Background())
+	if p, _ := snap.Part(collector.PartWriters); p.OK || p.Error == "" || snap.Writers != nil {
+		t.Errorf("failing writers: part %+v, writers %+v; want the error and no writers", p, snap.Writers)
+	}
+	if snap := (&Sampler{}).Sample(context.Background()); snap.Writers != nil || len(snap.Parts) != 0 {
+		t.Errorf("no writers source: %+v", snap)
+	}
+}
+
+// TestSampleWritersReal samples this machine twice through collector/writers: the second
+// snapshot covers the time since the first.
+func TestSampleWritersReal(t *testing.T) {
+	s := &Sampler{Writers: writers.New("/proc", "/sys", writers.Options{})}
+	first := s.Sample(context.Background())
+	second := s.Sample(context.Background())
+	if first.Writers == nil || second.Writers == nil || second.Writers.IntervalSeconds <= 0 || second.Writers.Read == 0 {
+		t.Fatalf("writers %+v then %+v; want a baseline, then a reading covering the time between", first.Writers, second.Writers)
+	}
+	b, err := json.Marshal(second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{`"writers":{`, `"cgroup_layout":{"version":`, `"interval_seconds":`} {
+		if !strings.Contains(string(b), path) {
+			t.Errorf("snapshot JSON has no %s: %s", path, b)
+		}
 	}
 }

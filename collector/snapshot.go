@@ -1,7 +1,8 @@
 // Package collector defines what one sample of a database host holds: PostgreSQL's WAL and
-// checkpoint statistics and settings, the kernel's dirty-page state, and the WAL directory's
-// storage. The types here are plain data so that the rules can be pure functions of them; the
-// subpackages postgres, kernel and storage read them from a server, a procfs root and a sysfs root.
+// checkpoint statistics and settings, the kernel's dirty-page state, the WAL directory's storage
+// and which processes wrote. The types here are plain data so that the rules can be pure
+// functions of them; the subpackages postgres, kernel, storage and writers read them from a
+// server, a procfs root and a sysfs root.
 package collector
 
 import "time"
@@ -13,7 +14,10 @@ type Snapshot struct {
 	Postgres   *Postgres `json:"postgres,omitempty"`
 	Kernel     *Kernel   `json:"kernel,omitempty"`
 	WALStorage *Storage  `json:"wal_storage,omitempty"`
-	// Parts reports, per source ("postgres", "kernel", "wal_storage"), how the collection went.
+	// Writers is who wrote since the previous snapshot (collector/writers).
+	Writers *Writers `json:"writers,omitempty"`
+	// Parts reports, per source ("postgres", "kernel", "wal_storage", "writers"), how the
+	// collection went.
 	Parts []Part `json:"parts"`
 }
 
@@ -55,6 +59,7 @@ const (
 	PartPostgres   = "postgres"
 	PartKernel     = "kernel"
 	PartWALStorage = "wal_storage"
+	PartWriters    = "writers"
 )
 
 // Postgres is what one connection to the server tells.

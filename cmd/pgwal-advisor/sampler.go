@@ -8,6 +8,7 @@ import (
 	"github.com/pgwal-advisor/pgwal-advisor/collector/kernel"
 	"github.com/pgwal-advisor/pgwal-advisor/collector/postgres"
 	"github.com/pgwal-advisor/pgwal-advisor/collector/storage"
+	"github.com/pgwal-advisor/pgwal-advisor/collector/writers"
 	"github.com/pgwal-advisor/pgwal-advisor/internal/cli"
 )
 
@@ -16,15 +17,16 @@ import (
 const closeTimeout = 2 * time.Second
 
 // newSampler builds the sampler that collect and run share: PostgreSQL from --dsn (or the PG*
-// environment, with --query-timeout), the kernel from --path.procfs, the WAL's storage from --path.procfs and
-// --path.sysfs, and --wal-dir when given. Call the returned function when done: it closes the
-// connection to PostgreSQL, even after ctx was cancelled.
+// environment, with --query-timeout), the kernel from --path.procfs, the WAL's storage and the
+// writers from --path.procfs and --path.sysfs, and --wal-dir when given. Call the returned
+// function when done: it closes the connection to PostgreSQL, even after ctx was cancelled.
 func newSampler(g *cli.Globals) (*advisor.Sampler, func(ctx context.Context)) {
 	pg := postgres.New(g.DSN, postgres.Options{QueryTimeout: g.QueryTimeout, WALDir: g.WALDir, Logger: g.Logger})
 	s := &advisor.Sampler{
 		Postgres: pg,
 		Kernel:   kernel.New(g.ProcFS),
 		Storage:  storage.New(g.ProcFS, g.SysFS),
+		Writers:  writers.New(g.ProcFS, g.SysFS, writers.Options{}),
 		WALDir:   g.WALDir,
 	}
 	closeFn := func(ctx context.Context) {
