@@ -1,16 +1,10 @@
 package probes
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Defaults and limits of a probe run.
@@ -131,114 +125,6 @@ func (c Config) withDefaults() (Config, error) {
 		}
 	}
 	return c, nil
-}
-
-// checkDir refuses a probe directory that is missing, not a directory, not writable, inside
-// pg_wal or a data directory, on another file system than the WAL, or short of space.
-func checkDir(c Config) error {
-	if c.Dir == "" {
-		return refuse("no probe directory given: name a directory on the WAL's file system, outside pg_wal and the data directory")
-	}
-	st, err := os.Stat(c.Dir)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return refuse("probe directory %q does not exist: create it on the WAL's file system, outside pg_wal and the data directory", c.Dir)
-	case err != nil:
-		return fmt.Errorf("probe directory: %w", err)
-	case !st.IsDir():
-		return refuse("probe directory %q is not a directory", c.Dir)
-	}
-	if err := checkNotPostgres(c.Dir, c.WALDir); err != nil {
-		return err
-	}
-	// access(2) rather than a trial file: it answers for the caller's credentials and for a
-	// read-only mount without creating anything that would have to be cleaned up.
-	switch err := unix.Access(c.Dir, unix.W_OK); {
-	case errors.Is(err, unix.EROFS):
-		return refuse("probe directory %q is on a read-only file system: the probe has to write", c.Dir)
-	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
-		return refuse("probe directory %q is not writable by this user (uid %d)", c.Dir, os.Geteuid())
-	case err != nil:
-		return fmt.Errorf("check probe directory %q is writable: %w", c.Dir, err)
-	}
-	if c.WALDir != "" {
-		if err := checkSameFS(c.Dir, c.WALDir); err != nil {
-			return err
-		}
-	}
-	var sfs unix.Statfs_t
-	if err := unix.Statfs(c.Dir, &sfs); err != nil {
-		return fmt.Errorf("statfs probe directory %q: %w", c.Dir, err)
-	}
-	free := int64(sfs.Bavail) * int64(sfs.Bsize)
-	if need := int64(FileBytes) + c.MinFreeBytes; free < need {
-		return refuse("probe directory %q has %s free; the probe needs %s for its file and leaves at least %s free",
-			c.Dir, mb(free), mb(FileBytes), mb(c.MinFreeBytes))
-	}
-	return nil
-}
-
-// checkNotPostgres refuses a directory inside pg_wal or a data directory: PostgreSQL owns
-// what is there (a stray file in pg_wal confuses archiving tools, and a full disk there stops
-// the server), and an operator would not expect the advisor to write there.
-func checkNotPostgres(dir, walDir string) error {
-	abs, err := realPath(dir)
-	if err != nil {
-		return fmt.Errorf("resolve probe directory %q: %w", dir, err)
-	}
-	if walDir != "" {
-		if wal, err := realPath(walDir); err == nil && within(abs, wal) {
-			return refuse("probe directory %q is inside the WAL directory %q: use a directory beside it on the same file system", dir, walDir)
-		}
-	}
-	for d := abs; ; d = filepath.Dir(d) {
-		if b := filepath.Base(d); b == "pg_wal" || b == "pg_xlog" {
-			return refuse("probe directory %q is inside PostgreSQL's WAL directory %q: use a directory beside it on the same file system", dir, d)
-		}
-		// Every data directory (and each database and tablespace directory in it) holds a
-		// PG_VERSION file.
-		if _, err := os.Stat(filepath.Join(d, "PG_VERSION")); err == nil {
-			return refuse("probe directory %q is inside the PostgreSQL data directory %q (it holds PG_VERSION): use a directory outside it on the WAL's file system", dir, d)
-		}
-		if d == filepath.Dir(d) {
-			return nil
-		}
-	}
-}
-
-// checkSameFS refuses a probe directory on another file system than the WAL directory. st_dev
-// is what tells; on btrfs each subvolume has its own st_dev, which errs on the safe side.
-func checkSameFS(dir, walDir string) error {
-	var ds, ws unix.Stat_t
-	if err := unix.Stat(dir, &ds); err != nil {
-		return fmt.Errorf("stat probe directory %q: %w", dir, err)
-	}
-	switch err := unix.Stat(walDir, &ws); {
-	case errors.Is(err, unix.ENOENT):
-		return refuse("WAL directory %q does not exist", walDir)
-	case err != nil:
-		return fmt.Errorf("stat WAL directory %q: %w", walDir, err)
-	}
-	if ds.Dev != ws.Dev {
-		return refuse("probe directory %q (device %d:%d) is not on the file system of the WAL directory %q (device %d:%d): "+
-			"a probe there would measure another device; pick a directory on the WAL's file system, outside pg_wal and the data directory",
-			dir, unix.Major(ds.Dev), unix.Minor(ds.Dev), walDir, unix.Major(ws.Dev), unix.Minor(ws.Dev))
-	}
-	return nil
-}
-
-func realPath(p string) (string, error) {
-	abs, err := filepath.Abs(p)
-	if err != nil {
-		return "", err
-	}
-	return filepath.EvalSymlinks(abs)
-}
-
-// within reports whether path is dir or below it.
-func within(path, dir string) bool {
-	rel, err := filepath.Rel(dir, path)
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
 func mb(b int64) string { return fmt.Sprintf("%.1fMB", float64(b)/(1<<20)) }

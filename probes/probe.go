@@ -42,20 +42,26 @@ const notOnLinux = "not available on Linux"
 // Run measures every configured sync method on a preallocated 16MB file in cfg.Dir until each
 // one's mean is known to cfg.Precision or cfg.Duration is spent, judges durability with
 // cfg.Facts and returns the report. The file is removed on every return, including when ctx is
-// cancelled (the CLI cancels it on SIGINT and SIGTERM). progress, if not nil, is called from
-// Run's goroutine with the measuring time spent and the budget.
+// cancelled (the CLI cancels it on SIGINT, SIGTERM and SIGHUP); a file that someone else
+// removed or replaced meanwhile makes Run return an error. progress, if not nil, is called
+// from Run's goroutine with the measuring time spent and the budget.
 func Run(ctx context.Context, cfg Config, progress func(done, total time.Duration)) (rep *Report, err error) {
 	cfg, err = cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
+	dir, err := openProbeDir(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	defer dir.close()
 	// Leftovers of a killed run go first: they would count against the free-space headroom.
-	_, _ = removeLeftovers(cfg.Dir) // checkDir says what is wrong with a directory it cannot list
-	if err := checkDir(cfg); err != nil {
+	_, _ = dir.removeLeftovers() // checkDir says what is wrong with a directory it cannot list
+	if err := checkDir(cfg, dir); err != nil {
 		return nil, err
 	}
 	started := time.Now()
-	file, err := createProbeFile(ctx, cfg.Dir)
+	file, err := createProbeFile(ctx, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -64,7 +70,7 @@ func Run(ctx context.Context, cfg Config, progress func(done, total time.Duratio
 			rep, err = nil, fmt.Errorf("remove probe file: %w", rmErr)
 		}
 	}()
-	m, err := newMeasurer(file.path, cfg, linuxCalls())
+	m, err := newMeasurer(file, cfg, linuxCalls())
 	if err != nil {
 		return nil, err
 	}
@@ -77,6 +83,11 @@ func Run(ctx context.Context, cfg Config, progress func(done, total time.Duratio
 		maxOps:     cfg.MaxOpsPerSec,
 	}, progress)
 	if err != nil {
+		return nil, err
+	}
+	// A file someone removed or replaced meanwhile harmed nothing (it was never reopened by
+	// name), but the run is not one to report as if nothing happened.
+	if err := file.check(); err != nil {
 		return nil, err
 	}
 	finished := time.Now()
@@ -157,17 +168,18 @@ type pattern struct {
 	samples []float64 // microseconds
 }
 
-// measurer owns the probe file's descriptors for one run or burst.
+// measurer owns the patterns' descriptors of the probe file for one run or burst.
 type measurer struct {
 	sys      sysCalls
-	path     string
+	file     *probeFile
 	buf      []byte // pieceBytes of random data, aligned for O_DIRECT
 	patterns []*pattern
 }
 
-// newMeasurer opens a descriptor per pattern, with the flags the configured server would use.
-func newMeasurer(path string, cfg Config, sys sysCalls) (*measurer, error) {
-	m := &measurer{sys: sys, path: path, buf: alignedRandom(pieceBytes)}
+// newMeasurer opens a descriptor of file per pattern, with the flags the configured server
+// would use.
+func newMeasurer(file *probeFile, cfg Config, sys sysCalls) (*measurer, error) {
+	m := &measurer{sys: sys, file: file, buf: alignedRandom(pieceBytes)}
 	has := func(name string, wps, bytes int) bool {
 		return slices.ContainsFunc(m.patterns, func(p *pattern) bool {
 			return p.res.Name == name && p.res.WritesPerSync == wps && p.res.WriteBytes == bytes
@@ -227,7 +239,7 @@ func newMeasurer(path string, cfg Config, sys sysCalls) (*measurer, error) {
 func (m *measurer) open(p *pattern) error {
 	flags := unix.O_RDWR | unix.O_CLOEXEC | p.flags
 	if p.res.DirectIO {
-		fd, err := m.sys.open(m.path, flags|unix.O_DIRECT, 0)
+		fd, err := m.file.reopen(m.sys.open, flags|unix.O_DIRECT)
 		if err == nil {
 			p.fd = fd
 			return nil
@@ -237,7 +249,7 @@ func (m *measurer) open(p *pattern) error {
 		}
 		m.noDirect(p, "open")
 	}
-	fd, err := m.sys.open(m.path, flags, 0)
+	fd, err := m.file.reopen(m.sys.open, flags)
 	if err != nil {
 		return fmt.Errorf("open probe file for %s: %w", p.label(), err)
 	}

@@ -23,6 +23,17 @@ func probeFiles(t *testing.T, dir string) []string {
 	return left
 }
 
+// openDir opens dir as the probe does, closed when the test ends.
+func openDir(t *testing.T, dir string) *probeDir {
+	t.Helper()
+	d, err := openProbeDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.close)
+	return d
+}
+
 func assertNoProbeFile(t *testing.T, dir string) {
 	t.Helper()
 	if left := probeFiles(t, dir); len(left) > 0 {
@@ -243,6 +254,10 @@ func TestRunRefuses(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	link := filepath.Join(base, "link")
+	if err := os.Symlink(mkdir("linked"), link); err != nil {
+		t.Fatal(err)
+	}
 	dataSub := mkdir("data", "probe")
 	if err := os.WriteFile(filepath.Join(base, "data", "PG_VERSION"), []byte("15\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -260,6 +275,7 @@ func TestRunRefuses(t *testing.T) {
 		{"missing dir", func(*testing.T) Config { return Config{Dir: filepath.Join(base, "nope")} }, base, "does not exist"},
 		{"no dir", func(*testing.T) Config { return Config{} }, base, "no probe directory"},
 		{"a regular file", func(*testing.T) Config { return Config{Dir: file} }, base, "is not a directory"},
+		{"a symbolic link to a directory", func(*testing.T) Config { return Config{Dir: link} }, base, "is a symbolic link"},
 		{"inside a data directory", func(*testing.T) Config { return Config{Dir: dataSub} }, dataSub, "inside the PostgreSQL data directory"},
 		{"inside pg_wal", func(*testing.T) Config { return Config{Dir: walSub} }, walSub, "inside PostgreSQL's WAL directory"},
 		{"inside the given WAL directory", func(*testing.T) Config { return Config{Dir: insideWAL, WALDir: walDir} }, insideWAL, "inside the WAL directory"},
@@ -322,7 +338,7 @@ func TestCreateProbeFileDiskFull(t *testing.T) {
 	// Smaller than one probe file: the free-space check would refuse first, so call the
 	// preallocation directly, as a disk filling up between the check and the write would.
 	dir := mountTmpfs(t, "size=8m")
-	f, err := createProbeFile(context.Background(), dir)
+	f, err := createProbeFile(context.Background(), openDir(t, dir))
 	if err == nil {
 		t.Fatalf("createProbeFile = %q, want ENOSPC", f.path)
 	}
@@ -334,7 +350,7 @@ func TestCreateProbeFileDiskFull(t *testing.T) {
 
 func TestCreateProbeFileIsRealData(t *testing.T) {
 	dir := t.TempDir()
-	f, err := createProbeFile(context.Background(), dir)
+	f, err := createProbeFile(context.Background(), openDir(t, dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,12 +379,11 @@ func TestDirectIORefusedFallsBack(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			file, err := createProbeFile(context.Background(), dir)
+			file, err := createProbeFile(context.Background(), openDir(t, dir))
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer file.remove()
-			path := file.path
 			direct := map[int]bool{}
 			sys := sysCalls{
 				open: func(p string, flags int, mode uint32) (int, error) {
@@ -390,7 +405,7 @@ func TestDirectIORefusedFallsBack(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			m, err := newMeasurer(path, cfg, sys)
+			m, err := newMeasurer(file, cfg, sys)
 			if err != nil {
 				t.Fatalf("newMeasurer: %v", err)
 			}

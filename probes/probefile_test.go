@@ -37,7 +37,8 @@ func TestRemoveLeftovers(t *testing.T) {
 	young := write(filePrefix + strconv.Itoa(os.Getpid()) + "-0000abce")
 	other := write(filePrefix + "notapid-0000abcd")
 	foreign := write("unrelated-file")
-	live, err := createProbeFile(context.Background(), dir)
+	d := openDir(t, dir)
+	live, err := createProbeFile(context.Background(), d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +49,7 @@ func TestRemoveLeftovers(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	removed, err := removeLeftovers(dir)
+	removed, err := d.removeLeftovers()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +117,11 @@ func TestSchedulerDropsFileWhenFull(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	free, _ := freeBytes(dir)
+	var sfs unix.Statfs_t
+	if err := unix.Statfs(dir, &sfs); err != nil {
+		t.Fatal(err)
+	}
+	free := int64(sfs.Bavail) * sfs.Bsize
 	if err := unix.Fallocate(int(f.Fd()), 0, 0, free-(4<<20)); err != nil {
 		t.Fatal(err)
 	}

@@ -3,9 +3,6 @@ package probes
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io/fs"
-	"os"
 	"sync"
 	"time"
 
@@ -128,10 +125,10 @@ func (s *Scheduler) DutyCycle() float64 {
 
 // Run probes a burst at once and then every Interval until ctx is cancelled, then removes the
 // probe file and returns nil. Probe files that a killed advisor left in the directory are
-// removed first. While the directory is refused (missing, not writable, short of free space
-// before a burst) probing pauses, Refused says why, and the directory is checked again after
-// a back-off of one minute doubling to 30 minutes; a burst that fails otherwise is logged and
-// retried at the next interval with a fresh file.
+// removed first. While the directory is refused (missing, not writable, writable by other
+// users, short of free space before a burst) probing pauses, Refused says why, and the
+// directory is checked again after a back-off of one minute doubling to 30 minutes; a burst
+// that fails otherwise is logged and retried at the next interval with a fresh file.
 func (s *Scheduler) Run(ctx context.Context) error {
 	defer s.dropFile()
 	s.sweep()
@@ -173,9 +170,15 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	}
 }
 
-// sweep removes leftovers of killed advisors, logging what it removed.
+// sweep removes leftovers of killed advisors, logging what it removed. A directory that
+// cannot be opened is left to the first burst to refuse.
 func (s *Scheduler) sweep() {
-	removed, err := removeLeftovers(s.cfg.Probe.Dir)
+	d, err := openProbeDir(s.cfg.Probe.Dir)
+	if err != nil {
+		return
+	}
+	defer d.close()
+	removed, err := d.removeLeftovers()
 	for _, p := range removed {
 		s.logger.Info("removed a probe file left by a stopped advisor", zap.String("path", p))
 	}
@@ -230,7 +233,7 @@ func (s *Scheduler) burst(ctx context.Context) error {
 	if err := s.ensureFile(ctx); err != nil {
 		return err
 	}
-	m, err := newMeasurer(s.file.path, s.cfg.Probe, linuxCalls())
+	m, err := newMeasurer(s.file, s.cfg.Probe, linuxCalls())
 	if err != nil {
 		return err
 	}
@@ -274,35 +277,40 @@ func (s *Scheduler) burst(ctx context.Context) error {
 	return nil
 }
 
-// ensureFile creates the probe file unless it is still there; someone may have cleaned the
-// directory between bursts. Before every burst the free space is checked: with the file in
-// place, what is left must stay above the headroom, or the file is dropped (a file system
-// filling up needs the 16MB more than the advisor does); without it, checkDir wants room for
-// the file and the headroom.
+// ensureFile creates the probe file unless the one kept is still there and the advisor's
+// alone. Someone may have cleaned the directory between bursts, or replaced the file: the kept
+// descriptor says so (fstat), never the path, and a fresh file is made. Before every burst the
+// free space is checked: with the file in place, what is left must stay above the headroom, or
+// the file is dropped (a file system filling up needs the 16MB more than the advisor does);
+// without it, checkDir wants room for the file and the headroom.
 func (s *Scheduler) ensureFile(ctx context.Context) error {
 	if s.file != nil {
-		_, err := os.Stat(s.file.path)
-		switch {
-		case err == nil:
-			free, err := freeBytes(s.cfg.Probe.Dir)
-			if err != nil {
-				return err
-			}
-			if free < s.cfg.Probe.MinFreeBytes {
-				s.dropFile()
-				return refuse("probe directory %q has %s free, below the %s the probe leaves free: its file was removed",
-					s.cfg.Probe.Dir, mb(free), mb(s.cfg.Probe.MinFreeBytes))
-			}
-			return nil
-		case !errors.Is(err, fs.ErrNotExist):
-			return fmt.Errorf("stat probe file: %w", err)
+		if err := s.file.check(); err != nil {
+			s.logger.Warn("probe file changed by someone else; making a fresh one", zap.Error(err))
+			s.dropFile()
 		}
-		s.dropFile()
 	}
-	if err := checkDir(s.cfg.Probe); err != nil {
+	if s.file != nil {
+		free, err := s.file.freeBytes()
+		if err != nil {
+			return err
+		}
+		if free < s.cfg.Probe.MinFreeBytes {
+			s.dropFile()
+			return refuse("probe directory %q has %s free, below the %s the probe leaves free: its file was removed",
+				s.cfg.Probe.Dir, mb(free), mb(s.cfg.Probe.MinFreeBytes))
+		}
+		return nil
+	}
+	d, err := openProbeDir(s.cfg.Probe.Dir)
+	if err != nil {
 		return err
 	}
-	f, err := createProbeFile(ctx, s.cfg.Probe.Dir)
+	defer d.close()
+	if err := checkDir(s.cfg.Probe, d); err != nil {
+		return err
+	}
+	f, err := createProbeFile(ctx, d)
 	if err != nil {
 		return err
 	}

@@ -30,58 +30,19 @@ const plpSentence = "An SSD with power-loss protection and one whose volatile ca
 // and the reason says why.
 func Judge(r *Report, f DeviceFacts) Verdict {
 	v := Verdict{Facts: f, Evidence: map[string]float64{}}
-
-	// The fastest synced method at one 8kB write per sync is the one that could be cheating.
-	var fastest MethodResult
-	found := false
-	for _, name := range SyncMethods() {
-		m, ok := r.Pattern(name, 1, BlockBytes)
-		if !ok || !m.Available || m.Samples == 0 {
-			continue
-		}
-		v.Evidence[name+"_p50_us"] = m.LatencyUS.P50
-		if !found || m.LatencyUS.P50 < fastest.LatencyUS.P50 {
-			fastest, found = m, true
-		}
-	}
-	// fdatasync is Linux's default and the method most servers use; it is the reference for
-	// the sync/write ratio when measured.
-	ref := fastest
-	if m, ok := r.Pattern(Fdatasync, 1, BlockBytes); ok && m.Available && m.Samples > 0 {
-		ref = m
-	}
-	ratio := math.NaN()
-	if w, ok := r.Pattern(Write, 1, BlockBytes); ok && w.Samples > 0 {
-		v.Evidence["write_p50_us"] = w.LatencyUS.P50
-		if w.LatencyUS.P50 > 0 && found {
-			ratio = ref.LatencyUS.P50 / w.LatencyUS.P50
-			v.Evidence["sync_write_ratio"] = ratio
-		}
-	}
-	if f.Rotational != nil {
-		v.Evidence["rotational"] = b2f(*f.Rotational)
-	}
-	if f.WriteCache != "" {
-		v.Evidence["write_cache_write_back"] = b2f(writeBack(f.WriteCache))
-	}
-	if f.FUA != nil {
-		v.Evidence["fua"] = b2f(*f.FUA)
-	}
-	if volatileFS(f) {
-		v.Evidence["volatile"] = 1
-	}
-
-	if !found {
+	s := gatherSyncs(r, v.Evidence)
+	deviceEvidence(f, v.Evidence)
+	if !s.found {
 		v.Status = VerdictUnknown
 		v.Reason = "No sync method was measured, so nothing can be said about durability."
 		return v
 	}
-	p50 := fastest.LatencyUS.P50
+	p50 := s.fastest.LatencyUS.P50
 	switch {
 	case volatileFS(f):
 		v.Status = VerdictTooFast
 		v.Reason = fmt.Sprintf("The probe directory is on %s, which lives in memory: a sync there persists nothing (%s p50 %s), and a power loss or reboot loses everything written. WAL there is fast and not durable.",
-			orDefault(f.FSType, "a volatile file system"), fastest.Name, fmtUS(p50))
+			orDefault(f.FSType, "a volatile file system"), s.fastest.Name, fmtUS(p50))
 	case f.Virtual:
 		// A virtual disk's queue flags are the emulation's (virtio-blk says rotational by
 		// default); whether a flush reaches stable storage depends on the hypervisor's cache
@@ -91,35 +52,97 @@ func Judge(r *Report, f DeviceFacts) Verdict {
 		v.Evidence["virtual"] = 1
 		v.Status = VerdictUnknown
 		v.Reason = fmt.Sprintf("%s p50 is %s on a virtual disk: its rotational and cache flags describe the emulation, not the storage under it, so latency cannot tell whether syncs are persisted. Ask the platform whether flushes reach stable storage (the hypervisor's disk cache mode, or the block storage's durability guarantee).",
-			ref.Name, fmtUS(ref.LatencyUS.P50))
+			s.ref.Name, fmtUS(s.ref.LatencyUS.P50))
 	case f.Rotational != nil && *f.Rotational:
 		v.Evidence["rotational_min_sync_us"] = RotationalMinSyncUS
 		if p50 < RotationalMinSyncUS {
 			v.Status = VerdictTooFast
 			v.Reason = fmt.Sprintf("%s completes a sync in %s (p50) on a rotational disk, faster than a platter can persist a write (one turn of a 7200 RPM disk takes 8.3 ms): %s acknowledges syncs before the data is on the platter, and a power loss can lose committed transactions. Turn the drive's write cache off (hdparm -W0) unless a battery- or flash-backed controller cache protects it.",
-				fastest.Name, fmtUS(p50), cacheWords(f.WriteCache))
+				s.fastest.Name, fmtUS(p50), cacheWords(f.WriteCache))
 			return v
 		}
 		v.Status = VerdictPlausible
-		v.Reason = fmt.Sprintf("Syncs take %s or more (p50, %s fastest) on a rotational disk, as long as a platter needs to persist a write.", fmtUS(p50), fastest.Name)
+		v.Reason = fmt.Sprintf("Syncs take %s or more (p50, %s fastest) on a rotational disk, as long as a platter needs to persist a write.", fmtUS(p50), s.fastest.Name)
 	default:
 		v.Status = VerdictUnknown
-		var b strings.Builder
-		if f.Rotational == nil {
-			b.WriteString("Whether the device is rotational is not known, so latency alone cannot tell a persisted sync from a cache's acknowledgement. ")
-		}
-		fmt.Fprintf(&b, "%s p50 is %s", ref.Name, fmtUS(ref.LatencyUS.P50))
-		if !math.IsNaN(ratio) {
-			fmt.Fprintf(&b, ", %.1f times an unsynced write", ratio)
-		}
-		b.WriteString(". ")
-		if !math.IsNaN(ratio) && ratio < EqualCostRatio && writeBack(f.WriteCache) && f.FUA != nil && !*f.FUA {
-			b.WriteString("Syncs cost about as much as unsynced writes on a device reporting a volatile write-back cache without FUA: suspect that cache of acknowledging syncs it has not persisted. ")
-		}
-		b.WriteString(plpSentence)
-		v.Reason = b.String()
+		v.Reason = unknownReason(s, f)
 	}
 	return v
+}
+
+// syncs are the report's figures the verdict reads.
+type syncs struct {
+	// fastest is the fastest synced method at one 8kB write per sync: the one that could be
+	// cheating. found is false when no synced method was measured.
+	fastest MethodResult
+	found   bool
+	// ref is fdatasync when measured (Linux's default, the method most servers use), else
+	// fastest: the reference of the sync/write ratio.
+	ref MethodResult
+	// ratio is ref's p50 over the unsynced write's; NaN when either is missing.
+	ratio float64
+}
+
+// gatherSyncs reads the verdict's figures from r and records them in evidence.
+func gatherSyncs(r *Report, evidence map[string]float64) syncs {
+	s := syncs{ratio: math.NaN()}
+	for _, name := range SyncMethods() {
+		m, ok := r.Pattern(name, 1, BlockBytes)
+		if !ok || !m.Available || m.Samples == 0 {
+			continue
+		}
+		evidence[name+"_p50_us"] = m.LatencyUS.P50
+		if !s.found || m.LatencyUS.P50 < s.fastest.LatencyUS.P50 {
+			s.fastest, s.found = m, true
+		}
+	}
+	s.ref = s.fastest
+	if m, ok := r.Pattern(Fdatasync, 1, BlockBytes); ok && m.Available && m.Samples > 0 {
+		s.ref = m
+	}
+	if w, ok := r.Pattern(Write, 1, BlockBytes); ok && w.Samples > 0 {
+		evidence["write_p50_us"] = w.LatencyUS.P50
+		if w.LatencyUS.P50 > 0 && s.found {
+			s.ratio = s.ref.LatencyUS.P50 / w.LatencyUS.P50
+			evidence["sync_write_ratio"] = s.ratio
+		}
+	}
+	return s
+}
+
+// deviceEvidence records the device facts the verdict weighs.
+func deviceEvidence(f DeviceFacts, evidence map[string]float64) {
+	if f.Rotational != nil {
+		evidence["rotational"] = b2f(*f.Rotational)
+	}
+	if f.WriteCache != "" {
+		evidence["write_cache_write_back"] = b2f(writeBack(f.WriteCache))
+	}
+	if f.FUA != nil {
+		evidence["fua"] = b2f(*f.FUA)
+	}
+	if volatileFS(f) {
+		evidence["volatile"] = 1
+	}
+}
+
+// unknownReason says why latency cannot decide on a device that is not known to be rotational,
+// and what the figures suggest.
+func unknownReason(s syncs, f DeviceFacts) string {
+	var b strings.Builder
+	if f.Rotational == nil {
+		b.WriteString("Whether the device is rotational is not known, so latency alone cannot tell a persisted sync from a cache's acknowledgement. ")
+	}
+	fmt.Fprintf(&b, "%s p50 is %s", s.ref.Name, fmtUS(s.ref.LatencyUS.P50))
+	if !math.IsNaN(s.ratio) {
+		fmt.Fprintf(&b, ", %.1f times an unsynced write", s.ratio)
+	}
+	b.WriteString(". ")
+	if !math.IsNaN(s.ratio) && s.ratio < EqualCostRatio && writeBack(f.WriteCache) && f.FUA != nil && !*f.FUA {
+		b.WriteString("Syncs cost about as much as unsynced writes on a device reporting a volatile write-back cache without FUA: suspect that cache of acknowledging syncs it has not persisted. ")
+	}
+	b.WriteString(plpSentence)
+	return b.String()
 }
 
 // volatileFS reports whether the facts describe a file system that lives in memory.

@@ -129,6 +129,15 @@ func TestResolveBounds(t *testing.T) {
 		{"infinite", nil, "thresholds: {writeback_flush_rise: .inf}\n", "thresholds.writeback_flush_rise +Inf: not a number"},
 		{"floor above max", nil, "thresholds: {wal_buffers_floor: 33554432, wal_buffers_max: 16777216}\n", "thresholds.wal_buffers_floor 33554432 is above thresholds.wal_buffers_max"},
 		{"zero threshold that means at once", nil, "thresholds: {raise_after: 0s}\n", ""},
+		// The scheduler refuses bursts that would run into each other; before, probing was then
+		// quietly off.
+		{"probe burst longer than the interval", []string{"--probe.burst", "10m", "--probe.interval", "1m"}, "",
+			"--probe.interval 1m0s is shorter than --probe.burst 10m0s"},
+		{"probe burst longer than the interval in the file", nil, "probe: {burst: 10m, interval: 1m}\n",
+			"probe.interval 1m0s is shorter than probe.burst 10m0s"},
+		{"probe burst from the file, interval from the command line", []string{"--probe.interval", "1s"}, "probe: {burst: 2s}\n",
+			"--probe.interval 1s is shorter than probe.burst 2s"},
+		{"probe burst as long as the interval", []string{"--probe.burst", "1m", "--probe.interval", "1m"}, "", ""},
 		{"the edges", []string{"--interval", "100ms"}, "history: {window: 1s}\nthresholds: {min_improvement: 1, completion_target: 0}\n", ""},
 	}
 	for _, tc := range cases {

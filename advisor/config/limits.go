@@ -262,6 +262,21 @@ func (c Config) check(name func(Limit) string) error {
 	switch {
 	case th.WALBuffersFloor > th.WALBuffersMax:
 		return fmt.Errorf("thresholds.wal_buffers_floor %d is above thresholds.wal_buffers_max %d", th.WALBuffersFloor, th.WALBuffersMax)
+	case c.ProbeInterval < c.ProbeBurst:
+		// The probe scheduler refuses this pair too, but only once the daemon runs, where the
+		// refusal turned probing off with a finding instead of stopping the start or the reload.
+		return fmt.Errorf("%s %v is shorter than %s %v: a probe burst must end before the next one starts; make the interval at least as long as the burst (defaults: %v bursts every %v)",
+			name(limitOf("probe.interval")), c.ProbeInterval, name(limitOf("probe.burst")), c.ProbeBurst, probes.DefaultBurst, probes.DefaultInterval)
 	}
 	return nil
+}
+
+// limitOf returns the row of a configuration file key.
+func limitOf(key string) Limit {
+	for _, l := range Limits() {
+		if l.Key == key {
+			return l
+		}
+	}
+	return Limit{Key: key}
 }

@@ -111,7 +111,7 @@ Exit status: 0 when nothing failed, 3 when the check or a change failed, 64 for 
 	f.StringSliceVar(&settings, "apply.settings", apply.DefaultSettings(), "settings that may be changed (comma-separated)")
 	f.StringVar(&journal, "apply.journal", apply.DefaultJournal, "the apply journal (JSON lines); its directory must exist")
 	f.StringVar(&sysctlFile, "apply.sysctl-file", apply.DefaultSysctlFile, "sysctl.d file where kernel settings are persisted")
-	return cmd
+	return cli.StopOnHangup(cmd)
 }
 
 // closePostgres closes the actuator's connection on the way out, even after ctx was cancelled.

@@ -80,5 +80,6 @@ JSON contract (--format json): .findings[] with .rule, .severity, .setting, .cur
 	f.DurationVar(&cfg.WaitInterval, "wait-events.interval", time.Second, "how often to sample WAL wait events")
 	f.StringVar(&cfg.ProbeDir, "probe.dir", "", "directory on the WAL's file system (outside pg_wal and the data directory) where the sync probe writes; empty: no probe")
 	f.DurationVar(&cfg.ProbeBudget, "probe.budget", 10*time.Second, "the most time the sync probe may take within the window")
-	return cmd
+	// SIGHUP (a closed terminal) stops a check as SIGTERM does: its probe file is removed.
+	return cli.StopOnHangup(cmd)
 }

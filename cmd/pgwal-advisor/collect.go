@@ -90,5 +90,5 @@ JSON paths other tools rely on: .postgres.version_num, .postgres.settings.<name>
 	f.DurationVar(&interval, "interval", 0, "take a snapshot every interval and print rates between them (0: one snapshot)")
 	f.IntVar(&count, "count", 0, "with --interval: how many snapshots (0: until interrupted)")
 	f.DurationVar(&waitInterval, "wait-events.interval", time.Second, "how often to sample WAL wait events from pg_stat_activity between snapshots")
-	return cmd
+	return cli.StopOnHangup(cmd)
 }

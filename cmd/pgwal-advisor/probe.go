@@ -33,8 +33,9 @@ interleaved so that noise hits all alike, until every method's mean is known wit
 or --duration is spent. It then judges whether the syncs can be reaching stable storage.
 
 --dir must be on the WAL's file system, outside pg_wal and the data directory; with --wal-dir
-it must be on the same file system as the WAL directory. The probe file is removed on exit,
-including on Ctrl-C.
+it must be on the same file system as the WAL directory, and users other than the advisor's
+(and its group) must not be able to write it unless it has the sticky bit. The probe file is
+removed on exit, including on Ctrl-C, SIGTERM and SIGHUP (a closed terminal).
 
 O_DIRECT is used where the server would use it: give --server-version-num and --wal-level
 (and, from PostgreSQL 16, --debug-io-direct) to emulate a server; without them open_datasync
@@ -76,7 +77,8 @@ and open_sync use O_DIRECT, as pg_test_fsync does.`,
 	f.StringVar(&cfg.Server.DebugIODirect, "debug-io-direct", "", "the emulated server's debug_io_direct (PostgreSQL 16 and later; \"wal\" means O_DIRECT for every method)")
 	f.Int64Var(&cfg.MinFreeBytes, "min-free-bytes", probes.DefaultMinFreeBytes, "refuse unless this much space stays free beside the 16MB probe file")
 	// --dir is not marked required: probes.Run's refusal says what the directory must be.
-	return cmd
+	// SIGHUP (a closed terminal) stops the probe as SIGTERM does: its file is removed.
+	return cli.StopOnHangup(cmd)
 }
 
 // progressBar returns a progress callback drawing a bar on w when w is a terminal (and the
