@@ -1,7 +1,6 @@
 package apply
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,8 +8,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -26,6 +26,9 @@ const (
 	KindOutcome = "outcome"
 	// KindDryRun records what dry-run mode would have changed.
 	KindDryRun = "dry_run"
+	// KindCompacted ends a compacted journal: its ID is the highest ID drawn so far, its
+	// counts the outcomes of the records moved to <journal>.1.
+	KindCompacted = "compacted"
 )
 
 // Outcome is what became of a change.
@@ -52,6 +55,11 @@ const (
 	Failed Outcome = "failed"
 	// Abandoned: someone else changed the setting; the advisor no longer manages it.
 	Abandoned Outcome = "abandoned"
+	// UndoFailed: the change failed and undoing it could not be confirmed (the server went
+	// away right after ALTER SYSTEM, say): the new value may be in place, now or after a
+	// restart. Rollback and the daemon's crash recovery compare the live value with the
+	// journal's and settle it.
+	UndoFailed Outcome = "undo_failed"
 )
 
 // Origins of records.
@@ -100,290 +108,291 @@ type Record struct {
 	Reason string `json:"reason,omitempty"`
 	// Until ends a rejection, or the hands-off period after an operator's change.
 	Until *time.Time `json:"until,omitempty"`
+	// Counts are a compacted record's: the outcomes of the records moved out of the journal.
+	Counts map[Outcome]int `json:"counts,omitempty"`
 }
 
 // Journal is the append-only journal file. Each record is written with one write(2) and
 // fsynced before Append returns; appends from several processes (the daemon and the apply and
 // rollback commands) are serialized with an exclusive flock, under which new IDs are drawn.
+//
+// A Journal keeps the ledger of what it read, and what the file was then (device, inode, size,
+// modification time): reading again after an append or on the next snapshot reads only what
+// another process added, and nothing when the file is as it was. The file is read as a stream,
+// one line at a time, and the ledger keeps only what can still matter (ledger), so a journal
+// of any length costs a few megabytes. Past compactBytes an append compacts it (compact.go).
 type Journal struct {
 	path string
+
+	mu sync.Mutex
+	// led is the ledger as of seen; its pointer never changes, so a caller's ledger follows
+	// the appends.
+	led    *ledger
+	loaded bool
+	seen   fileState
+	// read counts the lines and bytes read into led, and the torn lines met.
+	read  scanned
+	maxID int
+	// compacted is the journal's size after the last compaction by this process.
+	compacted int64
+	// compactErr is why the last compaction failed: the next append past the bound tries again.
+	compactErr error
 }
 
-// NewJournal returns the journal at path; nothing is opened until Read or Append.
-func NewJournal(path string) *Journal { return &Journal{path: path} }
+// fileState is what tells whether the file changed since it was read.
+type fileState struct {
+	dev, ino uint64
+	size     int64
+	mtime    unix.Timespec
+}
+
+func stateOf(f *os.File) (fileState, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return fileState{}, fmt.Errorf("stat %s: %w", f.Name(), err)
+	}
+	return fileState{dev: st.Dev, ino: st.Ino, size: st.Size, mtime: st.Mtim}, nil
+}
+
+// NewJournal returns the journal at path; nothing is opened until it is read or appended to.
+func NewJournal(path string) *Journal {
+	j := &Journal{path: path, led: &ledger{}}
+	j.led.reset()
+	return j
+}
 
 // Path is the journal's file.
 func (j *Journal) Path() string { return j.path }
 
-// Read returns the journal's records, oldest first; a missing file is an empty journal. A last
-// line cut short by a crash mid-write (a prefix of a record, or NUL bytes where the rest of it
-// never reached the disk) is skipped and reported in torn; any other line that is
-// not a record is an error, since the state it held is lost.
-func (j *Journal) Read() (recs []Record, torn string, err error) {
-	b, err := os.ReadFile(j.path)
+// Read returns every record of the journal, oldest first, and which lines were cut short by a
+// crash; a missing file is an empty journal. It holds the whole journal in memory: the
+// manager and rollback read the ledger instead.
+func (j *Journal) Read() ([]Record, string, error) {
+	dir, err := openJournalDir(j.path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, "", nil
 	}
 	if err != nil {
-		return nil, "", fmt.Errorf("read apply journal %s: %w", j.path, err)
+		return nil, "", err
 	}
-	return parseJournal(j.path, b)
-}
-
-func parseJournal(path string, b []byte) ([]Record, string, error) {
-	var recs []Record
-	var torn []string
-	for i, raw := range bytes.Split(b, []byte("\n")) {
-		// A crash mid-write can also leave the file longer than what reached the disk: the
-		// rest reads as NUL bytes (delayed allocation). A tail of NULs is a cut record too.
-		text := bytes.TrimSpace(raw)
-		cut := bytes.TrimSpace(bytes.TrimRight(text, "\x00"))
-		if len(cut) == 0 {
-			if len(text) > 0 {
-				torn = append(torn, strconv.Itoa(i+1))
-			}
-			continue
-		}
-		text = cut
-		var r Record
-		err := json.Unmarshal(text, &r)
-		if err == nil && r.Kind == "" {
-			err = errors.New("no kind")
-		}
-		if err == nil {
-			recs = append(recs, r)
-			continue
-		}
-		// A record cut short by a crash mid-write is a prefix of one: JSON that ends early.
-		// Append ends such a line before writing the next record, so it may be anywhere.
-		var syntax *json.SyntaxError
-		if errors.As(err, &syntax) && strings.Contains(err.Error(), "unexpected end of JSON input") {
-			torn = append(torn, strconv.Itoa(i+1))
-			continue
-		}
-		return nil, "", fmt.Errorf("apply journal %s line %d is not a journal record (%v): repair or move the file; nothing is applied until then", path, i+1, err)
+	defer dir.Close()
+	f, _, err := openJournalFile(dir, j.path, os.O_RDONLY, false)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, "", nil
 	}
-	msg := ""
-	if len(torn) > 0 {
-		msg = fmt.Sprintf("line(s) %s of %s were cut short by a crash while being written and are ignored", strings.Join(torn, ", "), path)
-	}
-	return recs, msg, nil
-}
-
-// Append writes records in order, fsyncing each. An intent with ID 0 gets the next free ID;
-// the records are returned as written.
-func (j *Journal) Append(recs ...Record) ([]Record, error) {
-	dir := filepath.Dir(j.path)
-	_, statErr := os.Stat(j.path)
-	created := errors.Is(statErr, fs.ErrNotExist)
-	f, err := os.OpenFile(j.path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("open apply journal: %w (the directory %s must exist and be writable: see deploy/systemd/apply.conf)", err, dir)
+		return nil, "", fmt.Errorf("open apply journal: %w", err)
 	}
 	defer f.Close()
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
-		return nil, fmt.Errorf("lock apply journal %s: %w", j.path, err)
+	var recs []Record
+	s, err := scanJournal(j.path, f, 0, func(r Record, _ []byte) error {
+		recs = append(recs, r)
+		return nil
+	})
+	if err != nil {
+		return nil, "", err
 	}
-	defer unix.Flock(int(f.Fd()), unix.LOCK_UN) //nolint:errcheck // closing unlocks too
-	if created {
-		// The new file's name must survive a crash as well as its contents.
-		if err := syncDir(dir); err != nil {
-			return nil, err
+	return recs, tornMessage(j.path, s.torn), nil
+}
+
+// load brings the ledger up to date with the file and returns it, with what the operator
+// should hear of ("" when nothing): lines cut short by a crash, a compaction that failed. A
+// missing file is an empty journal.
+func (j *Journal) load() (*ledger, string, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	dir, err := openJournalDir(j.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		j.reset()
+		return j.led, "", nil
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	defer dir.Close()
+	f, _, err := openJournalFile(dir, j.path, os.O_RDONLY, false)
+	if errors.Is(err, fs.ErrNotExist) {
+		j.reset()
+		return j.led, "", nil
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("open apply journal: %w", err)
+	}
+	defer f.Close()
+	if err := j.catchUp(f); err != nil {
+		return nil, "", err
+	}
+	note := tornMessage(j.path, j.read.torn)
+	if j.compactErr != nil {
+		note = strings.TrimPrefix(note+"; compacting the journal failed (it is retried at the next append): "+j.compactErr.Error(), "; ")
+	}
+	return j.led, note, nil
+}
+
+// reset forgets what was read.
+func (j *Journal) reset() {
+	j.led.reset()
+	j.loaded, j.seen, j.read, j.maxID = false, fileState{}, scanned{}, 0
+}
+
+// catchUp reads into the ledger what f holds beyond what was read: nothing when the file is as
+// it was, the lines added when it grew, all of it when it was replaced or rewritten.
+func (j *Journal) catchUp(f *os.File) error {
+	st, err := stateOf(f)
+	if err != nil {
+		return err
+	}
+	if j.loaded && st == j.seen {
+		return nil
+	}
+	if !j.loaded || st.dev != j.seen.dev || st.ino != j.seen.ino || st.size < j.read.bytes || st.size == j.seen.size {
+		j.reset()
+	}
+	s, err := scanJournal(j.path, io.NewSectionReader(f, j.read.bytes, st.size-j.read.bytes), j.read.lines, func(r Record, _ []byte) error {
+		return j.take(r)
+	})
+	if j.led.prune(); err == nil && len(j.led.changes) > maxLedgerChanges {
+		err = fmt.Errorf("%w (%d)", errLedgerFull, maxLedgerChanges)
+	}
+	if err != nil {
+		j.reset()
+		if errors.Is(err, errLedgerFull) {
+			err = fmt.Errorf("apply journal %s: %w: it is not a journal the advisor wrote; move it aside and check the settings it names by hand", j.path, err)
+		}
+		return err
+	}
+	j.read.lines += s.lines
+	j.read.bytes += s.bytes
+	for _, n := range s.torn {
+		if !slices.Contains(j.read.torn, n) {
+			j.read.torn = append(j.read.torn, n)
 		}
 	}
-	existing, err := io.ReadAll(io.NewSectionReader(f, 0, 1<<40))
+	j.seen, j.loaded = st, true
+	return nil
+}
+
+// take adds a record read or written to the ledger.
+func (j *Journal) take(r Record) error {
+	j.maxID = max(j.maxID, r.ID)
+	return j.led.add(r)
+}
+
+// Append writes records in order, fsyncing each. An intent or dry run with ID 0 gets the next
+// free ID; the records are returned as written, and are in the ledger.
+func (j *Journal) Append(recs ...Record) ([]Record, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	dir, err := openJournalDir(j.path)
 	if err != nil {
-		return nil, fmt.Errorf("read apply journal %s: %w", j.path, err)
+		return nil, err
+	}
+	defer dir.Close()
+	f, err := j.openLocked(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close() // closing unlocks
+	if err := j.catchUp(f); err != nil {
+		return nil, err
 	}
 	// A torn last line (a crash mid-write) is ended so that the next record starts a line of
-	// its own; Read then skips the torn one.
-	if len(existing) > 0 && existing[len(existing)-1] != '\n' {
-		if _, err := f.Write([]byte("\n")); err != nil {
-			return nil, fmt.Errorf("write apply journal %s: %w", j.path, err)
-		}
-	}
-	next := 0
-	needID := false
-	for _, r := range recs {
-		needID = needID || (r.Kind == KindIntent || r.Kind == KindDryRun) && r.ID == 0
-	}
-	if needID {
-		old, _, err := parseJournal(j.path, existing)
-		if err != nil {
-			return nil, err
-		}
-		for _, r := range old {
-			next = max(next, r.ID)
-		}
+	// its own; reading skips the torn one.
+	if ended, err := endLastLine(f, j.seen.size); err != nil {
+		return nil, fmt.Errorf("write apply journal %s: %w", j.path, err)
+	} else if ended {
+		j.read.lines++
 	}
 	out := make([]Record, 0, len(recs))
 	for _, r := range recs {
 		if (r.Kind == KindIntent || r.Kind == KindDryRun) && r.ID == 0 {
-			next++
-			r.ID = next
+			r.ID = j.maxID + 1
 		}
 		b, err := json.Marshal(r)
 		if err != nil {
 			return out, fmt.Errorf("encode apply journal record: %w", err)
 		}
-		b = append(b, '\n')
-		if _, err := f.Write(b); err != nil {
+		if _, err := f.Write(append(b, '\n')); err != nil {
 			return out, fmt.Errorf("write apply journal %s: %w", j.path, err)
 		}
 		if err := f.Sync(); err != nil {
 			return out, fmt.Errorf("fsync apply journal %s: %w", j.path, err)
 		}
+		j.read.lines++
+		j.take(r) //nolint:errcheck // a record just written: the ledger's bound is the reader's
 		out = append(out, r)
+	}
+	// What was written is in the ledger: the file as it stands is the one the ledger holds.
+	if j.seen, err = stateOf(f); err != nil {
+		return out, err
+	}
+	j.read.bytes = j.seen.size
+	if j.seen.size > max(compactBytes, 2*j.compacted) {
+		j.compactErr = j.compact(dir, f)
 	}
 	return out, nil
 }
 
-// syncDir fsyncs a directory, so that a file created or renamed in it survives a crash.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("open directory %s to fsync it: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("fsync directory %s: %w", dir, err)
-	}
-	return nil
-}
-
-// change is one change as the journal tells it: its intent and the outcomes that followed.
-type change struct {
-	Intent   Record
-	Outcomes []Record
-}
-
-// ID is the change's ID.
-func (c *change) ID() int { return c.Intent.ID }
-
-// Last is the latest outcome, or "" while none was recorded.
-func (c *change) Last() Outcome {
-	if len(c.Outcomes) == 0 {
-		return ""
-	}
-	return c.Outcomes[len(c.Outcomes)-1].Outcome
-}
-
-// lastRecord is the latest outcome record (the intent when there is none).
-func (c *change) lastRecord() Record {
-	if len(c.Outcomes) == 0 {
-		return c.Intent
-	}
-	return c.Outcomes[len(c.Outcomes)-1]
-}
-
-// outcome returns the latest outcome record of kind o.
-func (c *change) outcome(o Outcome) (Record, bool) {
-	for i := len(c.Outcomes) - 1; i >= 0; i-- {
-		if c.Outcomes[i].Outcome == o {
-			return c.Outcomes[i], true
+// openLocked opens the journal for appending (created when missing, its name fsynced into the
+// directory) and locks it. A file that lost its name while this process waited for the lock
+// (a compaction put a new one in place) is let go, and the new one locked.
+func (j *Journal) openLocked(dir *os.File) (*os.File, error) {
+	for range 10 {
+		f, created, err := openJournalFile(dir, j.path, os.O_RDWR|os.O_APPEND, true)
+		if err != nil {
+			return nil, fmt.Errorf("open apply journal: %w (the directory %s must exist and be writable: see deploy/systemd/apply.conf)", err, filepath.Dir(j.path))
 		}
+		if created {
+			if err := syncDirFile(dir); err != nil {
+				f.Close()
+				return nil, err
+			}
+		}
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("lock apply journal %s: %w", j.path, err)
+		}
+		same, err := stillNamed(dir, f, j.path)
+		if err != nil || same {
+			if err != nil {
+				f.Close()
+				f = nil
+			}
+			return f, err
+		}
+		f.Close()
 	}
-	return Record{}, false
+	return nil, fmt.Errorf("lock apply journal %s: it was replaced each time this process got its lock; is another process compacting it in a loop?", j.path)
 }
 
-// InEffect reports whether the change's new value is (or waits for a restart to be) in place
-// as far as the journal knows: applied, pending restart or verified, and neither rolled back,
-// failed nor abandoned since.
-func (c *change) InEffect() bool {
-	switch c.Last() {
-	case Applied, PendingRestart, Verified:
-		return true
+// endLastLine writes a newline when the file of size bytes does not end with one.
+func endLastLine(f *os.File, size int64) (bool, error) {
+	if size == 0 {
+		return false, nil
 	}
-	return false
-}
-
-// Ended is when the change stopped needing attention: verified, rolled back, failed or
-// abandoned (the zero time while it is being applied or verified).
-func (c *change) Ended() time.Time {
-	switch c.Last() {
-	case Verified, RolledBack, Rejected, Failed, Abandoned:
-		return c.lastRecord().Time
+	last := make([]byte, 1)
+	if _, err := f.ReadAt(last, size-1); err != nil {
+		return false, err
 	}
-	return time.Time{}
-}
-
-// ledger is what the journal says: the changes in order, and the rejections and hands-off
-// periods that are still running.
-type ledger struct {
-	changes []*change
-	byID    map[int]*change
-	dryRuns []Record
-}
-
-func newLedger(recs []Record) *ledger {
-	l := &ledger{byID: map[int]*change{}}
-	for _, r := range recs {
-		l.add(r)
+	if last[0] == '\n' {
+		return false, nil
 	}
-	return l
-}
-
-// add takes in one record, as newLedger does for each record read.
-func (l *ledger) add(r Record) {
-	switch r.Kind {
-	case KindIntent:
-		c := &change{Intent: r}
-		l.changes = append(l.changes, c)
-		l.byID[r.ID] = c
-	case KindOutcome:
-		if c := l.byID[r.ID]; c != nil {
-			c.Outcomes = append(c.Outcomes, r)
-		}
-	case KindDryRun:
-		l.dryRuns = append(l.dryRuns, r)
-	}
-}
-
-// blocked says whether the journal forbids changing setting to value at now: a rejection of
-// that value, or a hands-off period after an operator's change of the setting. It returns the
-// reason.
-func (l *ledger) blocked(setting, value string, now time.Time) (string, bool) {
-	for i := len(l.changes) - 1; i >= 0; i-- {
-		c := l.changes[i]
-		if c.Intent.Setting != setting {
-			continue
-		}
-		if r, ok := c.outcome(Rejected); ok && r.Until != nil && now.Before(*r.Until) && sameValue(setting, c.Intent.New, value) {
-			return fmt.Sprintf("%s=%s was rolled back on %s (%s) and is not proposed again until %s",
-				setting, value, r.Time.UTC().Format(time.RFC3339), r.Reason, r.Until.UTC().Format(time.RFC3339)), true
-		}
-		if r, ok := c.outcome(Abandoned); ok && r.Until != nil && now.Before(*r.Until) {
-			return fmt.Sprintf("someone else changed %s on %s (%s): the advisor keeps its hands off it until %s",
-				setting, r.Time.UTC().Format(time.RFC3339), r.Reason, r.Until.UTC().Format(time.RFC3339)), true
-		}
-	}
-	return "", false
-}
-
-// managing returns the newest change of setting that is in effect, if any.
-func (l *ledger) managing(setting string) *change {
-	for i := len(l.changes) - 1; i >= 0; i-- {
-		c := l.changes[i]
-		if c.Intent.Setting != setting {
-			continue
-		}
-		if c.InEffect() {
-			return c
-		}
-		if c.Last() != "" {
-			return nil
-		}
-	}
-	return nil
+	_, err := f.Write([]byte("\n"))
+	return err == nil, err
 }
 
 // lockChanges takes the journal's change lock, an exclusive flock on <journal>.lock that a
 // process holds from an intent to its outcome. Reconciliation takes it without blocking: an
 // intent without an outcome while nobody holds the lock is a crash's leftover, not another
 // process's change in flight. The lock file is never removed (removing it would let two
-// processes lock two different files).
+// processes lock two different files); it is opened as the journal is, never through a link.
 func (j *Journal) lockChanges(block bool) (unlock func(), ok bool, err error) {
-	f, err := os.OpenFile(j.path+".lock", os.O_RDWR|os.O_CREATE, 0o600)
+	dir, err := openJournalDir(j.path)
+	if err != nil {
+		return nil, false, err
+	}
+	defer dir.Close()
+	f, _, err := openJournalFile(dir, j.path+".lock", os.O_RDWR, true)
 	if err != nil {
 		return nil, false, fmt.Errorf("open the apply journal's lock file: %w (the directory %s must be writable)", err, filepath.Dir(j.path))
 	}

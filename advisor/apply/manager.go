@@ -172,15 +172,15 @@ func (m *Manager) Step(ctx context.Context) error {
 		return nil
 	}
 
-	recs, torn, err := m.journal.Read()
+	// The journal's ledger: read once, then only what was added since.
+	l, note, err := m.journal.load()
 	if err != nil {
 		m.setJournalErr(err)
 		return err
 	}
-	if torn != "" {
-		m.once("torn:"+torn, func() { m.logger.Warn("apply journal: a record was cut short", zap.String("detail", torn)) })
+	if note != "" {
+		m.once("note:"+note, func() { m.logger.Warn("apply journal needs attention", zap.String("detail", note)) })
 	}
-	l := newLedger(recs)
 	if m.now().Sub(m.privChecked) >= privilegeRecheck || m.privChecked.IsZero() {
 		m.checkPrivileges(ctx)
 	}
@@ -279,12 +279,9 @@ func (m *Manager) checkPrivileges(ctx context.Context) {
 	}
 }
 
-// record appends records to the journal and to the ledger.
-func (m *Manager) record(l *ledger, recs ...Record) ([]Record, error) {
+// record appends records to the journal, whose ledger l is: the journal adds them to it.
+func (m *Manager) record(_ *ledger, recs ...Record) ([]Record, error) {
 	out, err := m.journal.Append(recs...)
-	for _, r := range out {
-		l.add(r)
-	}
 	if err != nil {
 		m.setJournalErr(err)
 		return out, err

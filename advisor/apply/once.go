@@ -15,12 +15,12 @@ import (
 // cap, verification): for `pgwal-advisor apply`, which shows the diff and, with --yes, applies
 // what the plan allows. It reads live values and checks privileges; it changes nothing.
 func (m *Manager) Plan(ctx context.Context, st advisor.State) ([]Proposal, error) {
-	recs, _, err := m.journal.Read()
+	l, _, err := m.journal.load()
 	if err != nil {
 		return nil, err
 	}
 	m.checkPrivileges(ctx)
-	return m.evaluate(ctx, newLedger(recs), st), nil
+	return m.evaluate(ctx, l, st), nil
 }
 
 // ApplyPlan makes the plan's allowed changes one after another, each journaled (origin
@@ -29,11 +29,10 @@ func (m *Manager) Plan(ctx context.Context, st advisor.State) ([]Proposal, error
 // is no window before them to compare with); the daemon in apply mode manages them from then
 // on: it notices an operator's change and backs off.
 func (m *Manager) ApplyPlan(ctx context.Context, plan []Proposal) ([]Proposal, error) {
-	recs, _, err := m.journal.Read()
+	l, _, err := m.journal.load()
 	if err != nil {
 		return plan, err
 	}
-	l := newLedger(recs)
 	out := make([]Proposal, len(plan))
 	copy(out, plan)
 	var errs []error
@@ -71,11 +70,13 @@ type RollbackResult struct {
 }
 
 // Rollback restores the recorded old values: of change id, or with id 0 of every change in
-// effect, newest first (so that two changes of one setting unwind in order). Each rollback is
-// journaled (outcome rolled_back, origin "rollback"). A change whose setting someone else has
-// changed since is not touched: restoring it would undo their change. An intent without an
-// outcome (a crash) is rolled back when its new value is live, and recorded failed when the old
-// one is.
+// effect or unsettled, newest first (so that two changes of one setting unwind in order). Each
+// is journaled (origin "rollback"). It reads the live value first and compares it with the
+// journal's: the change's new value (or one waiting for a restart) is restored; the old value
+// already live is recorded rolled back without touching anything (an intent without an outcome:
+// failed, it never took effect); any other value is someone else's change and is not touched,
+// since restoring would undo it. A change whose undo failed (undo_failed) is settled the same
+// way, whatever the journal said of it before.
 func Rollback(ctx context.Context, j *Journal, acts []Actuator, id int, now func() time.Time, logger *zap.Logger) ([]RollbackResult, error) {
 	if now == nil {
 		now = time.Now
@@ -83,32 +84,16 @@ func Rollback(ctx context.Context, j *Journal, acts []Actuator, id int, now func
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	recs, _, err := j.Read()
+	l, note, err := j.load()
 	if err != nil {
 		return nil, err
 	}
-	l := newLedger(recs)
-	var targets []*change
-	if id != 0 {
-		c := l.byID[id]
-		if c == nil {
-			return nil, fmt.Errorf("rollback: no change %d in the journal %s (pgwal-advisor rollback --journal FILE lists none? see the intent records' ids)", id, j.Path())
-		}
-		if !c.InEffect() && c.Last() != "" {
-			return nil, fmt.Errorf("rollback: change %d (%s=%s) is %s, not in effect: nothing to roll back", id, c.Intent.Setting, c.Intent.New, c.Last())
-		}
-		for _, n := range l.changes {
-			if n.ID() > id && n.Intent.Setting == c.Intent.Setting && (n.InEffect() || n.Last() == "") {
-				return nil, fmt.Errorf("rollback: change %d of %s is newer and in effect: roll it back first (or use --all)", n.ID(), c.Intent.Setting)
-			}
-		}
-		targets = []*change{c}
-	} else {
-		for i := len(l.changes) - 1; i >= 0; i-- {
-			if c := l.changes[i]; c.InEffect() || c.Last() == "" {
-				targets = append(targets, c)
-			}
-		}
+	if note != "" {
+		logger.Warn("apply journal needs attention", zap.String("detail", note))
+	}
+	targets, err := rollbackTargets(j, l, id)
+	if err != nil || len(targets) == 0 {
+		return nil, err
 	}
 	unlock, _, err := j.lockChanges(true)
 	if err != nil {
@@ -118,16 +103,46 @@ func Rollback(ctx context.Context, j *Journal, acts []Actuator, id int, now func
 	var out []RollbackResult
 	var errs []error
 	for _, c := range targets {
-		r, err := rollbackOne(ctx, j, l, acts, c, now, logger)
+		r, err := rollbackOne(ctx, j, acts, c, now, logger)
 		out = append(out, r)
 		if err != nil {
 			errs = append(errs, err)
 		}
 	}
+	if _, after, _ := j.load(); after != "" && after != note {
+		logger.Warn("apply journal needs attention", zap.String("detail", after))
+	}
 	return out, errors.Join(errs...)
 }
 
-func rollbackOne(ctx context.Context, j *Journal, l *ledger, acts []Actuator, c *change, now func() time.Time, logger *zap.Logger) (RollbackResult, error) {
+// rollbackTargets are the changes to roll back: change id, or with id 0 every change in effect
+// or unsettled, newest first.
+func rollbackTargets(j *Journal, l *ledger, id int) ([]*change, error) {
+	var targets []*change
+	if id == 0 {
+		for i := len(l.changes) - 1; i >= 0; i-- {
+			if c := l.changes[i]; c.InEffect() || c.unsettled() {
+				targets = append(targets, c)
+			}
+		}
+		return targets, nil
+	}
+	c := l.byID[id]
+	if c == nil {
+		return nil, fmt.Errorf("rollback: change %d is not in effect in the journal %s: there is no such change, or it ended (its records say how); see the intent records' ids", id, j.Path())
+	}
+	if !c.InEffect() && !c.unsettled() {
+		return nil, fmt.Errorf("rollback: change %d (%s=%s) is %s, not in effect: nothing to roll back", id, c.Intent.Setting, c.Intent.New, c.Last())
+	}
+	for _, n := range l.changes {
+		if n.ID() > id && n.Intent.Setting == c.Intent.Setting && (n.InEffect() || n.unsettled()) {
+			return nil, fmt.Errorf("rollback: change %d of %s is newer and in effect: roll it back first (or use --all)", n.ID(), c.Intent.Setting)
+		}
+	}
+	return []*change{c}, nil
+}
+
+func rollbackOne(ctx context.Context, j *Journal, acts []Actuator, c *change, now func() time.Time, logger *zap.Logger) (RollbackResult, error) {
 	in := c.Intent
 	r := RollbackResult{ID: c.ID(), Setting: in.Setting, From: in.New}
 	fail := func(err error) (RollbackResult, error) {
@@ -148,24 +163,24 @@ func rollbackOne(ctx context.Context, j *Journal, l *ledger, acts []Actuator, c 
 	if a == nil {
 		return fail(fmt.Errorf("rollback change %d: no actuator for %s", c.ID(), in.Setting))
 	}
+	// The guard judges the record before anything else: a forged one is refused even where
+	// the live value would leave nothing to write.
+	if g, ok := a.(guarded); ok {
+		if err := checkWrite(ctx, g.Actuator, in.Setting, in.Old.Value, in.Old); err != nil {
+			return fail(fmt.Errorf("rollback change %d: %w", c.ID(), err))
+		}
+	}
 	live, err := a.Read(ctx, in.Setting)
 	if err != nil {
 		return fail(fmt.Errorf("rollback change %d: %w", c.ID(), err))
 	}
 	isNew := sameValue(in.Setting, live.Value, in.New)
 	pending := live.PendingRestart && (c.Last() == PendingRestart || live.AutoConf != nil && sameValue(in.Setting, *live.AutoConf, in.New))
+	oldLive := sameValue(in.Setting, live.Value, in.Old.Value)
 	switch {
-	case c.Last() == "" && !isNew && !pending && sameValue(in.Setting, live.Value, in.Old.Value):
-		// A crash before the change took effect: make sure nothing of it is left, and say so.
-		restored, err := a.Restore(ctx, in.Setting, *in.Old)
-		if err != nil {
-			return fail(fmt.Errorf("rollback change %d: %w", c.ID(), err))
-		}
-		r.Skipped = "the change never took effect (an intent without an outcome); its old configuration is in place"
-		_, err = j.Append(Record{ID: c.ID(), Time: now(), Kind: KindOutcome, Origin: OriginRollback, Outcome: Failed, Setting: in.Setting,
-			New: in.New, Reason: "found by rollback: the change never took effect", Live: &restored})
-		return r, err
-	case !isNew && !pending:
+	case configIs(in.Setting, live, *in.Old) || oldLive && !pending && !c.unsettled():
+		return rollbackFound(j, c, live, now, logger)
+	case !isNew && !pending && !oldLive:
 		return fail(fmt.Errorf("rollback change %d: %s is %s, not the %s the advisor set: someone else changed it since, and restoring %s would undo that; restore it by hand if you mean to",
 			c.ID(), in.Setting, live.Value, in.New, in.Old.Value))
 	}
@@ -174,17 +189,48 @@ func rollbackOne(ctx context.Context, j *Journal, l *ledger, acts []Actuator, c 
 		return fail(fmt.Errorf("rollback change %d (%s): %w", c.ID(), in.Setting, err))
 	}
 	r.Restored, r.PendingRestart = restored.Value, restored.PendingRestart
-	reason := "rolled back by pgwal-advisor rollback"
+	o, reason := RolledBack, "rolled back by pgwal-advisor rollback"
+	switch {
+	case c.Last() == "" && !isNew && !pending:
+		// A crash before the change took effect: what of it was written is undone.
+		o, reason = Failed, "found by rollback: the change never took effect; what of it was written is undone"
+		r.Skipped = "the change never took effect (an intent without an outcome); its old configuration is restored"
+	case c.Last() == UndoFailed:
+		reason += fmt.Sprintf(" (its undo had failed; %s was %s)", in.Setting, live.Value)
+	}
 	if restored.PendingRestart {
 		reason += "; PostgreSQL runs " + restored.Value + " until it is restarted"
 		r.Restored = in.Old.Value
 	}
-	rec := Record{ID: c.ID(), Time: now(), Kind: KindOutcome, Origin: OriginRollback, Outcome: RolledBack, Setting: in.Setting,
+	rec := Record{ID: c.ID(), Time: now(), Kind: KindOutcome, Origin: OriginRollback, Outcome: o, Setting: in.Setting,
 		New: in.New, Reason: reason, Live: &restored}
 	if _, err := j.Append(rec); err != nil {
 		return fail(fmt.Errorf("journal the rollback of change %d (%s is restored): %w", c.ID(), in.Setting, err))
 	}
-	l.add(rec)
-	logger.Info("change rolled back", zap.Int("id", c.ID()), zap.String("setting", in.Setting), zap.String("from", in.New), zap.String("to", in.Old.Value))
+	logger.Info("change rolled back", zap.Int("id", c.ID()), zap.String("setting", in.Setting), zap.String("found", live.Value),
+		zap.String("from", in.New), zap.String("to", in.Old.Value), zap.String("outcome", string(o)))
+	return r, nil
+}
+
+// rollbackFound records a change whose old value rollback found live: nothing is touched. An
+// intent without an outcome never took effect (failed); any other change is rolled back, by
+// whoever put the old value back or by its undo that did work after all.
+func rollbackFound(j *Journal, c *change, live Value, now func() time.Time, logger *zap.Logger) (RollbackResult, error) {
+	in := c.Intent
+	r := RollbackResult{ID: c.ID(), Setting: in.Setting, From: in.New}
+	o := RolledBack
+	reason := fmt.Sprintf("found by rollback: %s is %s, the value before change %d; nothing was touched", in.Setting, live.Value, c.ID())
+	r.Skipped = fmt.Sprintf("%s is already %s, the value before the change: nothing to restore (recorded rolled back)", in.Setting, live.Value)
+	if c.Last() == "" {
+		o, reason = Failed, "found by rollback: the change never took effect; its old configuration is in place"
+		r.Skipped = "the change never took effect (an intent without an outcome); its old configuration is in place"
+	}
+	rec := Record{ID: c.ID(), Time: now(), Kind: KindOutcome, Origin: OriginRollback, Outcome: o, Setting: in.Setting,
+		New: in.New, Reason: reason, Live: &live}
+	if _, err := j.Append(rec); err != nil {
+		r.Error = fmt.Sprintf("journal that change %d (%s) is no longer in effect: %v", c.ID(), in.Setting, err)
+		return r, fmt.Errorf("journal that change %d (%s) is no longer in effect: %w", c.ID(), in.Setting, err)
+	}
+	logger.Info("change found rolled back", zap.Int("id", c.ID()), zap.String("setting", in.Setting), zap.String("live", live.Value), zap.String("outcome", string(o)))
 	return r, nil
 }

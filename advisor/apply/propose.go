@@ -278,16 +278,14 @@ func (m *Manager) change(ctx context.Context, l *ledger, p Proposal, origin stri
 	c := l.byID[intent.ID]
 	live, err := a.Set(ctx, f.Setting, f.Recommended)
 	if err != nil {
-		rec := m.outcome(c, Failed, err.Error(), nil)
-		rec.Origin = origin
-		if cur, rerr := a.Read(ctx, f.Setting); rerr == nil {
-			rec.Live = &cur
-		}
-		m.logger.Warn("apply: change failed", zap.Int("id", intent.ID), zap.String("setting", f.Setting), zap.String("value", f.Recommended), zap.Error(err))
+		// failed or undo_failed: the live value says whether the undo left the old configuration.
+		rec, err := m.failed(ctx, c, a, origin, err)
+		m.logger.Warn("apply: change failed", zap.Int("id", intent.ID), zap.String("setting", f.Setting), zap.String("value", f.Recommended),
+			zap.String("outcome", string(rec.Outcome)), zap.Error(err))
 		if _, jerr := m.record(l, rec); jerr != nil {
 			return rec, errors.Join(err, jerr)
 		}
-		return rec, fmt.Errorf("change %d: %w", intent.ID, err)
+		return rec, err
 	}
 	o, reason := Applied, "the running value is the new one"
 	if live.PendingRestart && !sameValue(f.Setting, live.Value, f.Recommended) {

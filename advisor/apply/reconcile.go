@@ -7,8 +7,9 @@ import (
 	"go.uber.org/zap"
 )
 
-// reconcile settles intents without an outcome, left by a crash between the intent and its
-// outcome, against the live values:
+// reconcile settles the unsettled changes - intents without an outcome, left by a crash
+// between the intent and its outcome, and changes whose undo failed (undo_failed) - against
+// the live values:
 //   - the new value is live: applied, and verification goes on with the figures the intent
 //     recorded from before the change;
 //   - the old value is live: the change never took effect; its old configuration is restored
@@ -20,7 +21,7 @@ import (
 func (m *Manager) reconcile(ctx context.Context, l *ledger) (string, error) {
 	var open []*change
 	for _, c := range l.changes {
-		if c.Last() == "" {
+		if c.unsettled() {
 			open = append(open, c)
 		}
 	}
@@ -37,7 +38,7 @@ func (m *Manager) reconcile(ctx context.Context, l *ledger) (string, error) {
 	defer unlock()
 	for _, c := range open {
 		if err := m.reconcileOne(ctx, l, c); err != nil {
-			return fmt.Sprintf("change %d (%s) has an intent without an outcome that could not be reconciled yet", c.ID(), c.Intent.Setting), err
+			return fmt.Sprintf("change %d (%s) is unsettled (%s) and could not be reconciled yet", c.ID(), c.Intent.Setting, unsettledWhy(c)), err
 		}
 	}
 	return "", nil
@@ -62,25 +63,72 @@ func (m *Manager) reconcileOne(ctx context.Context, l *ledger, c *change) error 
 		return fmt.Errorf("reconcile change %d: %w", c.ID(), err)
 	}
 	restartCtx := in.Old.Context == "postmaster"
+	why := "reconciled after " + unsettledWhy(c)
 	var rec Record
 	switch {
 	case sameValue(in.Setting, live.Value, in.New):
-		rec = m.outcome(c, Applied, "reconciled after a crash between intent and outcome: the new value is live; verification goes on", &live)
+		rec = m.outcome(c, Applied, why+": the new value is live; verification goes on", &live)
 	case restartCtx && live.PendingRestart && live.AutoConf != nil && sameValue(in.Setting, *live.AutoConf, in.New):
-		rec = m.outcome(c, PendingRestart, "reconciled after a crash between intent and outcome: written and waiting for a restart of PostgreSQL", &live)
+		rec = m.outcome(c, PendingRestart, why+": written and waiting for a restart of PostgreSQL", &live)
 	case sameValue(in.Setting, live.Value, in.Old.Value):
 		restored, err := a.Restore(ctx, in.Setting, *in.Old)
 		if err != nil {
 			return fmt.Errorf("reconcile change %d: restore the old configuration of %s: %w", c.ID(), in.Setting, err)
 		}
-		rec = m.outcome(c, Failed, "reconciled after a crash between intent and outcome: the change had not taken effect; the old configuration was restored", &restored)
+		rec = m.outcome(c, Failed, why+": the change had not taken effect; the old configuration was restored", &restored)
 	default:
 		until := m.now().Add(m.cfg.RejectFor)
-		rec = m.outcome(c, Abandoned, fmt.Sprintf("reconciled after a crash: %s is %s, neither the old %s nor the new %s: someone else changed it", in.Setting, live.Value, in.Old.Value, in.New), &live)
+		rec = m.outcome(c, Abandoned, fmt.Sprintf("%s: %s is %s, neither the old %s nor the new %s: someone else changed it", why, in.Setting, live.Value, in.Old.Value, in.New), &live)
 		rec.Until = &until
 	}
-	m.logger.Warn("apply: reconciled a change interrupted by a crash", zap.Int("id", c.ID()), zap.String("setting", in.Setting),
-		zap.String("outcome", string(rec.Outcome)), zap.String("live", live.Value))
+	m.logger.Warn("apply: reconciled an unsettled change", zap.Int("id", c.ID()), zap.String("setting", in.Setting),
+		zap.String("unsettled_by", unsettledWhy(c)), zap.String("outcome", string(rec.Outcome)), zap.String("live", live.Value))
 	_, err = m.record(l, rec)
 	return err
+}
+
+// unsettledWhy says what left a change unsettled.
+func unsettledWhy(c *change) string {
+	if c.Last() == UndoFailed {
+		return "the change failed and its undo failed too"
+	}
+	return "a crash between intent and outcome"
+}
+
+// failed is the outcome of a change whose Set failed. The actuator undoes what it wrote before
+// it returns the error, but when the server went away in between (a crash right after ALTER
+// SYSTEM) the undo fails too, and the new value may come back with the server. Unless the live
+// value shows the old configuration in place, the change is recorded undo_failed: it stays
+// rollback-able, and crash recovery and rollback settle it against the live value later.
+func (m *Manager) failed(ctx context.Context, c *change, a Actuator, origin string, setErr error) (Record, error) {
+	in := c.Intent
+	rec := m.outcome(c, Failed, setErr.Error(), nil)
+	rec.Origin = origin
+	live, err := a.Read(ctx, in.Setting)
+	if err == nil {
+		rec.Live = &live
+		if in.Old != nil && configIs(in.Setting, live, *in.Old) {
+			return rec, fmt.Errorf("change %d: %w", c.ID(), setErr)
+		}
+	}
+	old := "its old value"
+	if in.Old != nil {
+		old = in.Old.Value
+	}
+	hint := fmt.Sprintf("the old configuration of %s could not be confirmed in place, so the change may be in effect: "+
+		"pgwal-advisor rollback --id %d compares the live value with the journal's and restores %s (the daemon in apply mode does so itself)", in.Setting, c.ID(), old)
+	rec.Outcome = UndoFailed
+	rec.Reason += "; " + hint
+	return rec, fmt.Errorf("change %d: %w; %s", c.ID(), setErr, hint)
+}
+
+// configIs reports whether live is the configuration old recorded: the running value, nothing
+// more or less waiting for a restart, and the same in postgresql.auto.conf (PostgreSQL) or in
+// the ratio twin and the sysctl.d file (kernel).
+func configIs(setting string, live, old Value) bool {
+	same := func(a, b *string) bool {
+		return a == nil && b == nil || a != nil && b != nil && sameValue(setting, *a, *b)
+	}
+	return sameValue(setting, live.Value, old.Value) && live.PendingRestart == old.PendingRestart &&
+		same(live.AutoConf, old.AutoConf) && live.TwinValue == old.TwinValue && same(live.Persisted, old.Persisted)
 }

@@ -102,10 +102,10 @@ func (m *Manager) publish(l *ledger, props []Proposal, waiting string) {
 		}
 	}
 	st.Changes = changeStatuses(l)
+	for o, n := range l.counts {
+		st.Outcomes[o] = n
+	}
 	for _, c := range l.changes {
-		for _, o := range c.Outcomes {
-			st.Outcomes[o.Outcome]++
-		}
 		if c.Intent.Origin == OriginDaemon && now.Sub(c.Intent.Time) < 24*time.Hour {
 			st.ChangesLast24h++
 		}

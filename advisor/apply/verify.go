@@ -18,8 +18,11 @@ import (
 func (m *Manager) watch(ctx context.Context, l *ledger) error {
 	var errs []error
 	seen := map[string]bool{}
-	for i := len(l.changes) - 1; i >= 0; i-- {
-		c := l.changes[i]
+	// The changes as they are now: a record appended below may bring in another process's
+	// records, and the ledger's slice with them.
+	changes := l.changes
+	for i := len(changes) - 1; i >= 0; i-- {
+		c := changes[i]
 		s := c.Intent.Setting
 		if seen[s] {
 			continue

@@ -35,8 +35,15 @@ setting (wal_buffers) the server already runs with the new value stays pending r
 Kernel settings: the ratio and bytes knobs both as they were (the ratio first, then a non-zero
 bytes value), and the sysctl.d file's line as it was (the file is removed when nothing is left).
 
-A change whose setting someone else has changed since is not touched: restoring it would undo
-their change. Connection and paths come from the global flags (--dsn, --path.procfs).
+Each change's live value is read first and compared with the journal's: the new value (or one
+waiting for a restart) is restored; the old value already live is recorded rolled back without
+touching anything; any other value is someone else's change and is not touched, since restoring
+it would undo their change. A change whose undo failed (undo_failed: the server went away right
+after ALTER SYSTEM, say) is settled the same way. Connection and paths come from the global
+flags (--dsn, --path.procfs).
+
+The journal is never opened through a symbolic link, and is refused when another user owns it
+or could write it or its directory (docs/apply.md, "The journal").
 
 A journal record is input, and every one passes the apply mode's guard before anything is
 written: a record naming a setting that is never changed (fsync, synchronous_commit,
@@ -57,7 +64,8 @@ given that does not exist included), 64 for a usage error.`,
 			if id < 0 {
 				return fmt.Errorf("--id %d: change IDs are positive (see the journal's intent records): %w", id, cli.ErrUsage)
 			}
-			if _, err := os.Stat(journal); errors.Is(err, fs.ErrNotExist) {
+			// Lstat: a link in the journal's place is not "no journal"; reading refuses it.
+			if _, err := os.Lstat(journal); errors.Is(err, fs.ErrNotExist) {
 				// A journal named on the command line that is not there is most likely a
 				// mistyped path: saying "nothing to roll back" would hide changes that are
 				// in effect. The default journal missing means apply never ran here.
