@@ -67,7 +67,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		seen[c.Setting] = true
 		gauge(m.changeState, 1, c.Setting, c.New, c.State)
 	}
-	for _, o := range []Outcome{Applied, PendingRestart, Verified, RolledBack, Rejected, Failed, Abandoned} {
+	for _, o := range []Outcome{Applied, PendingRestart, Verified, RolledBack, Rejected, Failed, UndoFailed, Abandoned} {
 		ch <- prometheus.MustNewConstMetric(m.outcomes, prometheus.CounterValue, float64(st.Outcomes[o]), string(o))
 	}
 	gauge(m.last24h, float64(st.ChangesLast24h))

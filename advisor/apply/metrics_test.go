@@ -60,6 +60,7 @@ pgwal_advisor_apply_mode_info{mode="on"} 1
 pgwal_advisor_apply_outcomes_total{outcome="abandoned"} 0
 pgwal_advisor_apply_outcomes_total{outcome="applied"} 1
 pgwal_advisor_apply_outcomes_total{outcome="failed"} 0
+pgwal_advisor_apply_outcomes_total{outcome="undo_failed"} 0
 pgwal_advisor_apply_outcomes_total{outcome="pending_restart"} 1
 pgwal_advisor_apply_outcomes_total{outcome="rejected"} 1
 pgwal_advisor_apply_outcomes_total{outcome="rolled_back"} 1
