@@ -141,7 +141,6 @@ type world struct {
 	now      time.Time
 	start    time.Time
 	wal      collector.WALStats
-	waits    collector.WaitEvents
 	findings []rules.Finding
 	probe    *probes.Report
 	snap     *collector.Snapshot
