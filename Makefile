@@ -46,19 +46,14 @@ test-go:
 test-versions:
 	$(GO) test -count=1 -parallel 5 -timeout 15m -run '^TestVersions$$' ./internal/lab/versions/
 
-# fuzz runs every fuzz target (go test -fuzz) for FUZZTIME each, one at a time on one worker:
-# `make test` replays only their seed corpora and the findings kept in testdata/fuzz/.
-# FUZZPKGS narrows it, e.g. `make fuzz FUZZPKGS=./collector/... FUZZTIME=10s`.
+# fuzz runs every fuzz target (go test -fuzz) for FUZZTIME each, one at a time on one worker
+# (scripts/fuzz.sh): `make test` replays only their seed corpora and the findings kept in
+# testdata/fuzz/. FUZZPKGS narrows it, e.g. `make fuzz FUZZPKGS=./collector/... FUZZTIME=10s`.
 FUZZTIME ?= 60s
 FUZZPKGS ?= ./...
 .PHONY: fuzz
 fuzz:
-	@for pkg in $$($(GO) list $(FUZZPKGS)); do \
-	  for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
-	    echo "== $$pkg $$t"; \
-	    $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) -parallel 1 $$pkg || exit 1; \
-	  done; \
-	done
+	@GO=$(GO) FUZZTIME=$(FUZZTIME) scripts/fuzz.sh $(FUZZPKGS)
 
 # check is the fast tier: lint and every pure test (rules, parsers, statistics, golden metrics,
 # journal, config); tests that need PostgreSQL, FUSE or promtool skip under -short. Under a
