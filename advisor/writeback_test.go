@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/pgwal-advisor/pgwal-advisor/collector/writers"
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab"
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab/simdisk"
 	"github.com/pgwal-advisor/pgwal-advisor/rules"
@@ -24,10 +25,12 @@ const neighbourBytes = 1500 << 20
 
 // TestCheckWritebackStallsWAL is issue 11's neighbour, smaller: data and WAL on ext4 on a loop
 // device over the simulated disk (1 ms per sync, 80 MB/s, its files on tmpfs), a committing
-// pgbench load (-c 4 -R 200 -P 1), and a neighbour writing 1.5 GB into the same file system
-// through the page cache, as the issue's dd did (no sync). A check over the load alone is
-// quiet; a check over the neighbour's write-back raises writeback-stalls-wal. pgbench's
-// progress is logged with the rule's figures. About 100 s; needs root, FUSE, losetup and
+// pgbench load (-c 4 -R 200 -P 1), and a neighbour, dd in a cgroup of its own, writing 1.5 GB
+// into the same file system through the page cache, as the issue's dd did (no sync). A check
+// over the load alone is quiet; a check over the neighbour's write-back raises
+// writeback-stalls-wal naming dd (pid, cgroup) and not PostgreSQL's processes, with the
+// throttle that works on this host's cgroup layout. pgbench's progress is logged with the
+// rule's figures. About 100 s; needs root, FUSE, losetup and
 // mkfs.ext4; changes no sysctl, and the neighbour's file is removed before the tear-down.
 func TestCheckWritebackStallsWAL(t *testing.T) {
 	lab.RequireServer(t)
@@ -95,6 +98,7 @@ func TestCheckWritebackStallsWAL(t *testing.T) {
 		t.Logf("pgbench -P 1 (the neighbour starts about 5 s into the second check):\n%s", progress.String())
 	}()
 	sampler := newTestSampler(t, c)
+	sampler.Writers = writers.New("/proc", "/sys", writers.Options{})
 	logger := zaptest.NewLogger(t)
 
 	// The load alone: no writer, no stall.
@@ -111,11 +115,12 @@ func TestCheckWritebackStallsWAL(t *testing.T) {
 		t.Errorf("without a neighbour the rule could not judge: %s", why)
 	}
 
-	// The neighbour starts 5 s into a 50 s check.
+	// The neighbour, dd, writes from 5 s into a 50 s check.
+	dd := startDD(t, filepath.Join(mnt, "neighbour"))
 	neighbourDone := make(chan error, 1)
 	go func() {
 		time.Sleep(5 * time.Second)
-		neighbourDone <- writeNeighbour(filepath.Join(mnt, "neighbour"), neighbourBytes)
+		neighbourDone <- dd.Write(neighbourBytes)
 	}()
 	res, err = Check(ctx, sampler, quickCheck(50*time.Second), logger)
 	nerr := <-neighbourDone
@@ -125,6 +130,7 @@ func TestCheckWritebackStallsWAL(t *testing.T) {
 	if nerr != nil {
 		t.Fatal(nerr)
 	}
+	dd.Stop(t)
 	if err := os.Remove(filepath.Join(mnt, "neighbour")); err != nil {
 		t.Error(err)
 	}
@@ -137,26 +143,7 @@ func TestCheckWritebackStallsWAL(t *testing.T) {
 	if f.Setting != "wal_device" || f.Action != rules.ActionAdvice {
 		t.Errorf("finding %s (%s), want the advice: no device row is proven", f.Setting, f.Action)
 	}
-}
-
-// writeNeighbour writes n bytes to path through the page cache and leaves them to the
-// kernel's write-back, as dd if=/dev/zero of=path bs=1M does.
-func writeNeighbour(path string, n int) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("neighbour: %w", err)
-	}
-	buf := make([]byte, 1<<20)
-	for i := range buf {
-		buf[i] = byte(i)
-	}
-	for written := 0; written < n; written += len(buf) {
-		if _, err := f.Write(buf); err != nil {
-			f.Close()
-			return fmt.Errorf("neighbour write: %w", err)
-		}
-	}
-	return f.Close()
+	assertWriterNamed(t, f, dd, res.History)
 }
 
 // logIntervals prints, per interval, what writeback-stalls-wal reads, to tell a stall the rule

@@ -99,6 +99,8 @@ type writebackFacts struct {
 	// flushAfterOff names the *_flush_after settings at 0, which add the checkpointer's pages
 	// to the pile.
 	flushAfterOff []string
+	// writers is who wrote over the stall and its lead-in (rules/writeback_writers.go).
+	writers writerFacts
 }
 
 func evalWritebackStallsWAL(in Input, rows []DirtyRow) Result {
@@ -166,6 +168,7 @@ func writebackFactsOf(in Input) (writebackFacts, string) {
 		f.probe, f.hasProbe = probeMethod(probe, pg)
 	}
 	f.flushAfterOff = flushAfterOff(snap, s)
+	f.writers = writersOf(in.History, f.stall, f.kernel, f.storage)
 	return f, ""
 }
 
@@ -204,7 +207,7 @@ func writebackEvidence(f writebackFacts) []Evidence {
 	if f.hasProbe {
 		ev = append(ev, Evidence{Name: "probe_flush_seconds", Value: usSeconds(f.probe.LatencyUS.Mean), Unit: UnitSeconds})
 	}
-	return ev
+	return append(ev, f.writers.evidence()...)
 }
 
 // writebackSummary says what stalled, behind what, and what the WAL's share of the writes was.
@@ -229,7 +232,7 @@ func writebackSummary(f writebackFacts) string {
 	summary := fmt.Sprintf("WAL flushes stalled for %s while %s was dirty or under write-back (Dirty %s, Writeback %s) %s: "+
 		"%s. The WAL wrote %s/s, %s of what the host wrote%s: another writer fills the queue the WAL's flushes wait behind.%s",
 		humanSeconds(s.Seconds), collector.FormatBytes(s.pilePeak), collector.FormatBytes(s.dirtyPeak), collector.FormatBytes(s.writebackPeak), where,
-		stallFlushText(s), collector.FormatBytes(s.walRate), pct(s.walBytes/s.hostBytes), devText, probeNote)
+		stallFlushText(s), collector.FormatBytes(s.walRate), pct(s.walBytes/s.hostBytes), devText, probeNote) + f.writers.summary()
 	if len(f.flushAfterOff) > 0 {
 		summary += " " + strings.Join(f.flushAfterOff, " and ") + " at 0 let the checkpointer add to the pile (flush-after-disabled)."
 	}
@@ -258,11 +261,7 @@ func stallFlushText(s StallFacts) string {
 // writebackAdvice is the default finding: move the WAL or throttle the writer.
 func writebackAdvice(f writebackFacts, summary string, ev []Evidence) Finding {
 	s := f.stall
-	throttle := "the writer's own rate limit"
-	if f.hasDevice && s.devPeak > 0 {
-		throttle = fmt.Sprintf("a cgroup v2 io.max wbps of about %s/s (half the device's measured %s/s) on the writer, or its own rate limit",
-			collector.FormatBytes(s.devPeak/2), collector.FormatBytes(s.devPeak))
-	}
+	throttle := f.writers.throttle(s, f.hasDevice)
 	cur := "shared"
 	if f.hasDevice {
 		cur = "shared (" + f.storage.DeviceName + ")"
@@ -273,8 +272,8 @@ func writebackAdvice(f writebackFacts, summary string, ev []Evidence) Finding {
 		Current:     cur,
 		Recommended: "a device of its own for pg_wal, or the other writer throttled",
 		Action:      ActionAdvice,
-		Summary: summary + fmt.Sprintf(" Put pg_wal on a device no other writer uses, or throttle the writer: %s. "+
-			"No vm.dirty_* value is proven for this device shape (%s); lower values made the lab's stall longer.", throttle, shapeText(f.shape, f.class)),
+		Summary: summary + fmt.Sprintf(" Put pg_wal on a device no other writer uses, or throttle the writer. %s "+
+			"No vm.dirty_* value is proven for this device shape (%s); lower values made the lab's stall longer.", throttle.Text, shapeText(f.shape, f.class)),
 		Evidence: ev,
 		Predicted: &Predicted{Name: "writeback_stall_seconds", Current: s.Seconds, Value: 0, Unit: UnitSeconds,
 			Basis: "with no other writer's queue ahead of the WAL's flushes they wait only for their own writes"},

@@ -3,6 +3,7 @@ package rules
 import (
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/pgwal-advisor/pgwal-advisor/collector"
 )
@@ -14,6 +15,8 @@ type StallFacts struct {
 	Seconds float64
 	// Intervals is how many intervals there were to judge; 0 means nothing could be judged.
 	Intervals int
+	// from and to bound the stalled intervals: the first one's start and the last one's end.
+	from, to time.Time
 
 	// WAL write+sync time per flush during the stall and outside it, in seconds, and the worst
 	// stalled interval's; has* says it was measured (track_wal_io_timing).
@@ -66,6 +69,10 @@ func stallFacts(h *History, t Thresholds, timing bool) StallFacts {
 		}
 		during.add(iv)
 		f.Seconds += iv.secs
+		if f.from.IsZero() {
+			f.from = iv.from
+		}
+		f.to = iv.to
 		if p, ok := iv.flushPer(); ok {
 			f.flushWorst = max(f.flushWorst, p)
 		}
@@ -91,6 +98,7 @@ func stallFacts(h *History, t Thresholds, timing bool) StallFacts {
 
 // stallInterval is one interval between consecutive snapshots, as the rule reads it.
 type stallInterval struct {
+	from, to      time.Time
 	secs          float64
 	flushes       float64 // WAL syncs, or writes under open_* (no syncs)
 	ioSecs        float64 // WAL write + sync time (track_wal_io_timing)
@@ -299,7 +307,7 @@ func intervalsOf(h *History, timing bool) []stallInterval {
 // stallIntervalAt reads the interval from snapshot i-1 to i; false when time did not advance.
 func stallIntervalAt(h *History, i int, timing bool) (stallInterval, bool) {
 	a, b := &h.snaps[i-1], &h.snaps[i]
-	iv := stallInterval{secs: b.Time.Sub(a.Time).Seconds()}
+	iv := stallInterval{from: a.Time, to: b.Time, secs: b.Time.Sub(a.Time).Seconds()}
 	if iv.secs <= 0 {
 		return iv, false
 	}
@@ -339,6 +347,7 @@ func stallIntervalAt(h *History, i int, timing bool) (stallInterval, bool) {
 // merge joins iv and the interval after it.
 func (iv stallInterval) merge(next stallInterval) stallInterval {
 	m := next
+	m.from = iv.from
 	m.secs += iv.secs
 	m.flushes += iv.flushes
 	m.ioSecs += iv.ioSecs
