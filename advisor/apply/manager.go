@@ -121,6 +121,9 @@ func (m *Manager) Run(ctx context.Context) error {
 	m.logger.Info("apply mode running", zap.String("mode", string(m.cfg.Mode)), zap.Strings("settings", m.cfg.Settings),
 		zap.String("journal", m.cfg.Journal), zap.Duration("verify_window", m.cfg.VerifyWindow),
 		zap.Duration("cooldown", m.cfg.Cooldown), zap.Int("max_per_day", m.cfg.MaxPerDay))
+	if m.cfg.Mode == ModeOn && m.cfg.MaxPerDay == 0 {
+		m.logger.Warn("apply.max-per-day is 0: no changes will be made (the advisor keeps advising)")
+	}
 	t := time.NewTicker(m.cfg.PollInterval)
 	defer t.Stop()
 	for {
@@ -181,6 +184,13 @@ func (m *Manager) Step(ctx context.Context) error {
 	if note != "" {
 		m.once("note:"+note, func() { m.logger.Warn("apply journal needs attention", zap.String("detail", note)) })
 	}
+	if pg := st.Snapshot.Postgres; pg != nil && pg.InRecovery {
+		// A standby's settings are its operator's decision at failover time: no attempt, no
+		// rollback, nothing counted against the daily cap while the server is in recovery.
+		m.once("standby", func() { m.logger.Warn("apply: " + standbyReason) })
+		m.publish(l, nil, standbyReason)
+		return nil
+	}
 	if m.now().Sub(m.privChecked) >= privilegeRecheck || m.privChecked.IsZero() {
 		m.checkPrivileges(ctx)
 	}
@@ -214,6 +224,9 @@ func (m *Manager) Step(ctx context.Context) error {
 	m.publish(l, props, blocked)
 	return errors.Join(errs...)
 }
+
+// standbyReason is why nothing is applied on a server in recovery.
+const standbyReason = "the server is a standby (in recovery): its settings are its operator's decision at failover time; nothing is applied here (apply on the primary)"
 
 // trimHistory keeps what verification needs: three windows (the window before a change, and
 // the window after it, extended twice when it had too little data), and some room.

@@ -140,6 +140,9 @@ func (p *Postgres) Set(ctx context.Context, name, value string) (Value, error) {
 	if err := p.session.Connect(ctx); err != nil {
 		return Value{}, err
 	}
+	if err := p.refuseStandby(ctx); err != nil {
+		return Value{}, err
+	}
 	if strings.ContainsAny(value, "\\\x00\n") {
 		return Value{}, fmt.Errorf("%s=%q: a value with a backslash, NUL or newline is not written", name, value)
 	}
@@ -184,7 +187,29 @@ func (p *Postgres) Restore(ctx context.Context, name string, old Value) (Value, 
 	if err := p.session.Connect(ctx); err != nil {
 		return Value{}, err
 	}
+	if err := p.refuseStandby(ctx); err != nil {
+		return Value{}, err
+	}
 	return p.restore(ctx, name, old)
+}
+
+// ErrStandby is the refusal to change a server in recovery: a standby's settings are its
+// operator's decision at failover time, and ALTER SYSTEM there writes the standby's own
+// postgresql.auto.conf. Every apply path (apply, the daemon, rollback) reaches the server here.
+var ErrStandby = errors.New("the server is a standby (in recovery): its settings are its operator's decision at failover time; apply and roll back on the primary")
+
+func (p *Postgres) refuseStandby(ctx context.Context) error {
+	var inRecovery bool
+	err := p.session.Query(ctx, func(ctx context.Context, conn *pgx.Conn) error {
+		return conn.QueryRow(ctx, "SELECT pg_is_in_recovery()").Scan(&inRecovery)
+	})
+	if err != nil {
+		return p.opErr("ask whether the server is in recovery", err, "")
+	}
+	if inRecovery {
+		return ErrStandby
+	}
+	return nil
 }
 
 func (p *Postgres) restore(ctx context.Context, name string, old Value) (Value, error) {
@@ -324,8 +349,16 @@ func (p *Postgres) opErr(op string, err error, hint string) error {
 func (p *Postgres) alterErr(op, setting string, err error) error {
 	var pgErr *pgconn.PgError
 	hint := ""
-	if errors.As(err, &pgErr) && pgErr.Code == "42501" {
-		hint = p.privilegeHint(setting)
+	if errors.As(err, &pgErr) {
+		switch {
+		case strings.Contains(pgErr.Message, "not allowed in this environment"):
+			// PostgreSQL 17+: allow_alter_system = off. No GRANT helps.
+			hint = "allow_alter_system is off on this server: its settings are managed elsewhere (postgresql.conf, a configuration tool); apply the recommendation there, or drop the setting from --apply.settings"
+		case strings.Contains(pgErr.Message, "postgresql.auto.conf"):
+			hint = "the server cannot write its postgresql.auto.conf (owner, mode or an immutable flag): fix the file's permissions for the server's user, or apply the recommendation in postgresql.conf"
+		case pgErr.Code == "42501":
+			hint = p.privilegeHint(setting)
+		}
 	}
 	return p.opErr(op, err, hint)
 }

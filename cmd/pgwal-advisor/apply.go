@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/pgwal-advisor/pgwal-advisor/advisor"
 	"github.com/pgwal-advisor/pgwal-advisor/advisor/apply"
+	"github.com/pgwal-advisor/pgwal-advisor/collector"
 	"github.com/pgwal-advisor/pgwal-advisor/internal/cli"
 )
 
@@ -65,6 +67,9 @@ Exit status: 0 when nothing failed, 3 when the check or a change failed, 64 for 
 			// The guard checks the kernel's thresholds and the server's accepted values against
 			// the state as it is now.
 			snap := sampler.Sample(ctx)
+			if err := applicableServer(res, snap); err != nil {
+				return err
+			}
 			st := advisor.State{Snapshot: &snap, Findings: res.Findings, Recommendations: res.Recommendations, Probe: res.Probe, ProbeEnabled: res.Probe != nil, ProbeDisabledReason: res.ProbeSkipped}
 
 			pg := apply.NewPostgres(g.DSN, apply.PostgresOptions{QueryTimeout: g.QueryTimeout, ConfirmTimeout: confirmTimeout, Logger: g.Logger})
@@ -119,4 +124,20 @@ func closePostgres(ctx context.Context, pg *apply.Postgres) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
 	defer cancel()
 	_ = pg.Close(ctx) // nothing to do about it: the server drops the session
+}
+
+// applicableServer refuses a run whose server could not be read (nothing would be judged, and
+// "Nothing changed" would read as a healthy server) or is a standby: a standby's settings are its
+// operator's decision at failover time, and ALTER SYSTEM there writes its postgresql.auto.conf.
+func applicableServer(res *advisor.CheckResult, snap collector.Snapshot) error {
+	if p, failed := res.PostgresFailure(); failed {
+		return &cli.ExitCodeError{Code: cli.ExitFailure, Err: fmt.Errorf("could not read PostgreSQL (%s): %s; nothing was changed", p.Status, p.Error)}
+	}
+	if p, failed := advisor.PostgresFailure(snap); failed {
+		return &cli.ExitCodeError{Code: cli.ExitFailure, Err: fmt.Errorf("could not read PostgreSQL (%s): %s; nothing was changed", p.Status, p.Error)}
+	}
+	if snap.Postgres != nil && snap.Postgres.InRecovery {
+		return &cli.ExitCodeError{Code: cli.ExitFailure, Err: errors.New("the server is a standby (in recovery): its settings are its operator's decision at failover time; apply on the primary. Nothing was changed")}
+	}
+	return nil
 }
