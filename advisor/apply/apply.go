@@ -74,9 +74,11 @@ type Config struct {
 	// VerifyWindow is how long the figures are measured before and after a change.
 	VerifyWindow time.Duration
 	// Cooldown is the least time between the end of one change (verified, rolled back, failed)
-	// and the next change.
+	// and the next change. Zero is zero: no wait (the flags default to DefaultCooldown).
 	Cooldown time.Duration
-	// MaxPerDay caps the changes the daemon starts in any 24 hours.
+	// MaxPerDay caps the changes the daemon starts in any 24 hours. Zero is zero: the daemon
+	// starts none (the flags default to DefaultMaxPerDay); an operator who sets 0 to stop
+	// changes must not get the default.
 	MaxPerDay int
 	// RejectFor is how long a rolled-back recommendation is not proposed again, and how long
 	// the daemon keeps its hands off a setting an operator changed.
@@ -110,12 +112,6 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.VerifyWindow == 0 {
 		c.VerifyWindow = DefaultVerifyWindow
-	}
-	if c.Cooldown == 0 {
-		c.Cooldown = DefaultCooldown
-	}
-	if c.MaxPerDay == 0 {
-		c.MaxPerDay = DefaultMaxPerDay
 	}
 	if c.RejectFor == 0 {
 		c.RejectFor = DefaultRejectFor

@@ -244,7 +244,7 @@ func (r *seedRig) startManager(t *testing.T, src StateSource) *Manager {
 	t.Helper()
 	m, err := New(Config{
 		Mode: ModeOn, Settings: []string{collector.WALSyncMethod}, Journal: r.journal,
-		VerifyWindow: 6 * time.Second, Cooldown: 2 * time.Second, RejectFor: time.Hour, PollInterval: 200 * time.Millisecond,
+		VerifyWindow: 6 * time.Second, Cooldown: 2 * time.Second, MaxPerDay: DefaultMaxPerDay, RejectFor: time.Hour, PollInterval: 200 * time.Millisecond,
 	}, src, []Actuator{newPostgres(t, r.c.DSN())}, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)

@@ -264,6 +264,29 @@ func TestManagerPacing(t *testing.T) {
 	}
 }
 
+// TestManagerZeroIsZero: --apply.max-per-day 0 starts no change (it became 4), and
+// --apply.cooldown 0 waits for nothing (it became 10 minutes).
+func TestManagerZeroIsZero(t *testing.T) {
+	pg := newFakePG(map[string]string{collector.WALSyncMethod: "open_datasync"}, nil)
+	w := newWorld(pg)
+	cfg := testConfig(t, w, ModeOn)
+	cfg.MaxPerDay = 0
+	m := newTestManager(t, cfg, w, pg)
+	w.setFindings(syncFinding("open_datasync", "fdatasync"))
+	run(t, m, w, 60)
+	if calls := pg.setCalls(); len(calls) != 0 {
+		t.Errorf("max-per-day 0: set calls = %v, want none", calls)
+	}
+
+	m2, err := New(Config{Mode: ModeOn, Journal: filepath.Join(t.TempDir(), "apply.journal"), MaxPerDay: 1}, w, []Actuator{pg}, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m2.cfg.Cooldown != 0 {
+		t.Errorf("cooldown 0 became %v, want 0", m2.cfg.Cooldown)
+	}
+}
+
 func TestManagerPrivilegeSaidOnce(t *testing.T) {
 	pg := newFakePG(map[string]string{collector.WALSyncMethod: "open_datasync"}, nil)
 	pg.writeErr[collector.WALSyncMethod] = errors.New("role advisor may not change wal_sync_method: as a superuser, GRANT ALTER SYSTEM ON PARAMETER wal_sync_method TO advisor;")
