@@ -8,10 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -222,6 +224,11 @@ func Resolve(fl Flags, fc File, probeStateDir string) (Config, error) {
 	if len(cfg.ListenAddresses) == 0 {
 		return cfg, errors.New("no listen address: give --web.listen-address or web.listen_address")
 	}
+	for _, a := range cfg.ListenAddresses {
+		if err := checkListenAddress(a); err != nil {
+			return cfg, err
+		}
+	}
 	// Only the default probe directory is looked for; one that was asked for is handed to the
 	// probes as is, so that their refusal says what is wrong with it.
 	defaultDir := filepath.Join(StateDir, DefaultProbeSubdir)
@@ -255,4 +262,30 @@ func DefaultProbeDir(stateDir string) string {
 		return ""
 	}
 	return dir
+}
+
+// checkListenAddress refuses a listen address that cannot be bound before anything starts or
+// connects: host:port with a port from 0 to 65535, and a host that is empty, an IP address or a
+// host name (resolved only when the server binds). A typo would otherwise surface as a failure
+// to serve, after the connection to PostgreSQL, with the wrong exit status.
+func checkListenAddress(a string) error {
+	host, port, err := net.SplitHostPort(a)
+	if err != nil {
+		return fmt.Errorf("listen address %q: %v: want host:port, e.g. 127.0.0.1:9817 or [::1]:9817", a, err)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("listen address %q: port %q: want a number from 0 to 65535", a, port)
+	}
+	if host == "" || net.ParseIP(host) != nil {
+		return nil
+	}
+	if strings.Trim(host, "0123456789.") == "" {
+		return fmt.Errorf("listen address %q: %q is not an IP address", a, host)
+	}
+	for _, r := range host {
+		if !(r == '-' || r == '.' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return fmt.Errorf("listen address %q: %q is neither an IP address nor a host name", a, host)
+		}
+	}
+	return nil
 }

@@ -179,10 +179,22 @@ func TestUsageErrors(t *testing.T) {
 		{"check", "--wait-events.interval", "1ns"},
 		{"apply", "--query-timeout", "1h"},
 		{"run", "--apply", "sometimes", "--web.listen-address", "127.0.0.1:0"},
+		// A listen address that cannot be bound, an unknown subcommand and a stray argument are
+		// usage errors, said before PostgreSQL (a closed port here) is ever asked.
+		{"run", "--web.listen-address", "999.999.1.1:99999", "--dsn", "host=127.0.0.1 port=1"},
+		{"run", "--web.listen-address", "127.0.0.1:-1", "--dsn", "host=127.0.0.1 port=1"},
+		{"run", "--web.listen-address", "[::1", "--dsn", "host=127.0.0.1 port=1"},
+		{"run", "--web.listen-address", "999.999.1.1:9817", "--dsn", "host=127.0.0.1 port=1"},
+		{"no-such-command"},
+		{"check", "stray", "--dsn", "host=127.0.0.1 port=1"},
+		{"run", "stray", "--dsn", "host=127.0.0.1 port=1"},
 	} {
 		_, stderr, code := runCLI(t, args...)
 		if code != cli.ExitBadUsage || stderr == "" {
 			t.Errorf("%v: exit %d, stderr %q; want %d and a message", args, code, stderr, cli.ExitBadUsage)
+		}
+		if strings.Contains(stderr, "unreachable") {
+			t.Errorf("%v: a usage error warns that PostgreSQL is unreachable: %q", args, stderr)
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pgwal-advisor/pgwal-advisor/advisor/config"
+	"github.com/pgwal-advisor/pgwal-advisor/collector/postgres"
 	"github.com/pgwal-advisor/pgwal-advisor/internal/cli"
 )
 
@@ -56,7 +57,11 @@ The demo, the seed benchmarks and the simulated disk are in a separate command, 
 		if err := config.CheckFlags(cmd.Name(), cmd.Flags()); err != nil {
 			return fmt.Errorf("%w: %w", err, cli.ErrUsage)
 		}
-		return pre(cmd, args)
+		if err := pre(cmd, args); err != nil {
+			return err
+		}
+		warnPasswordInDSN(g)
+		return nil
 	}
 	root.AddCommand(
 		cli.NewVersionCmd("pgwal-advisor", version),
@@ -68,4 +73,16 @@ The demo, the seed benchmarks and the simulated disk are in a separate command, 
 		newRollbackCmd(g),
 	)
 	return root
+}
+
+// warnPasswordInDSN says once, at start, that a password given in --dsn is in the process's
+// command line, which every local user can read (ps, /proc/PID/cmdline). The password itself is
+// never logged.
+func warnPasswordInDSN(g *cli.Globals) {
+	if g.DSN == "" || len(postgres.DSNSecrets(g.DSN)) == 0 {
+		return
+	}
+	g.Logger.Warn("--dsn holds a password, which every local user can read in ps: put it in a pgpass file " +
+		"(~/.pgpass, or PGPASSFILE, e.g. a systemd LoadCredential as in the unit) or in PGPASSWORD in the " +
+		"unit's environment file (/etc/default/pgwal-advisor), and leave it out of --dsn")
 }

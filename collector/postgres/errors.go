@@ -55,25 +55,50 @@ func causeText(err error) string {
 // redactMask replaces a secret.
 const redactMask = "xxxxx"
 
-// redact replaces every secret in s, the longest first: a secret inside another ("two" of
-// "two words") would otherwise cut the longer one apart and leave its rest. One replacement can
-// make a secret appear where the mask meets the text around it ("ax" in "aax" gives "axxxxx"),
-// so it repeats until none is left; every round replaces at least one byte that is not an x, so
-// it ends. A secret of x's alone is part of the mask itself and cannot be told apart from it.
+// redact masks every occurrence of every secret in s, overlapping ones included: the bytes any
+// occurrence covers become one mask per run. Replacing the leftmost occurrence alone could cut a
+// later one apart ("password=p" found at the start of "password=password=p" leaves
+// "xxxxxassword=p"). One round can make a secret appear where the mask meets the text around it
+// ("ax" in "aax" gives "axxxxx"), so it repeats until nothing changes; every covered run holds a
+// byte that is not an x (a secret of x's alone is skipped: it is the mask itself and cannot be
+// told apart from it), so each round removes at least one such byte, and it ends.
 func redact(s string, secrets []string) string {
-	secrets = slices.Clone(secrets)
-	slices.SortStableFunc(secrets, func(a, b string) int { return len(b) - len(a) })
-	for changed := true; changed; {
-		changed = false
+	for {
+		covered := make([]bool, len(s))
+		any := false
 		for _, secret := range secrets {
-			if strings.Trim(secret, "x") == "" || !strings.Contains(s, secret) {
+			if strings.Trim(secret, "x") == "" {
 				continue
 			}
-			s = strings.ReplaceAll(s, secret, redactMask)
-			changed = true
+			for i := 0; i <= len(s)-len(secret); {
+				j := strings.Index(s[i:], secret)
+				if j < 0 {
+					break
+				}
+				for k := i + j; k < i+j+len(secret); k++ {
+					covered[k] = true
+				}
+				any = true
+				i += j + 1
+			}
 		}
+		if !any {
+			return s
+		}
+		var b strings.Builder
+		for i := 0; i < len(s); {
+			if !covered[i] {
+				b.WriteByte(s[i])
+				i++
+				continue
+			}
+			for i < len(s) && covered[i] {
+				i++
+			}
+			b.WriteString(redactMask)
+		}
+		s = b.String()
 	}
-	return s
 }
 
 // The forms a password takes in a connection string, as pgx and libpq read them: the userinfo

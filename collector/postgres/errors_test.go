@@ -214,3 +214,17 @@ func TestAcquireHonoursContext(t *testing.T) {
 		t.Errorf("SampleWaitEvents while busy = %v, want the context's deadline", err)
 	}
 }
+
+// TestRedactOverlapping: a password that also begins earlier in the string than where it stands
+// ("password=p" at the start of "password=password=p") is masked whole, not cut at its first
+// occurrence (which showed "xxxxxassword=p": 9 of its 10 bytes).
+func TestRedactOverlapping(t *testing.T) {
+	for _, tc := range []struct{ dsn, want string }{
+		{"host=db user=a password=password=p", "host=db user=a xxxxx"},
+		{"postgres://a:pp@db/x?password=pp", "postgres://a:xxxxx@db/x?password=xxxxx"},
+	} {
+		if got := redact(tc.dsn, DSNSecrets(tc.dsn)); got != tc.want {
+			t.Errorf("redact(%q) = %q, want %q", tc.dsn, got, tc.want)
+		}
+	}
+}

@@ -71,7 +71,9 @@ var dsnForms = []dsnForm{
 	{name: "raw URL query", prefix: "postgres://a@db/x?password=", suffix: "&sslmode=disable", raw: true,
 		ok: func(s string) bool { return !strings.Contains(s, "=") }},
 	{name: "raw keyword", prefix: "host=db password=", suffix: " user=a", raw: true,
-		ok: func(s string) bool { return !strings.ContainsAny(s, `='\`) && strings.TrimLeft(s, " \t\n\r\v\f") == s }},
+		// A raw keyword value ends at white space: a password with white space at either end is
+		// not what the string holds, and the test would look for text it never wrote.
+		ok: func(s string) bool { return !strings.ContainsAny(s, `='\`) && strings.TrimSpace(s) == s }},
 }
 
 // FuzzDSNRedaction writes a password into each form of connection string and checks what an

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -114,6 +115,7 @@ func ConnectionFlags(root *cobra.Command, g *Globals) {
 // ExitCodeError, ExitBadUsage for errors wrapping ErrUsage, ExitFailure for any other error.
 // Errors are printed on stderr prefixed with the command's name.
 func Execute(ctx context.Context, root *cobra.Command, args []string, stdout, stderr io.Writer) int {
+	usageArgs(root)
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -130,7 +132,8 @@ func Execute(ctx context.Context, root *cobra.Command, args []string, stdout, st
 		return ec.Code
 	}
 	fmt.Fprintln(stderr, prefix, err)
-	if errors.Is(err, ErrUsage) {
+	// Cobra's error for an unknown subcommand has no type of its own.
+	if errors.Is(err, ErrUsage) || strings.HasPrefix(err.Error(), "unknown command ") {
 		return ExitBadUsage
 	}
 	return ExitFailure
@@ -187,5 +190,25 @@ func NewVersionCmd(name, version string) *cobra.Command {
 			fmt.Fprintf(cmd.OutOrStdout(), "%s %s %s\n", name, v, goVersion)
 			return nil
 		},
+	}
+}
+
+// usageArgs makes every argument error a usage error (exit 64): an unknown subcommand or a stray
+// argument is a mistake in the command line, not a command that could not do its job. Cobra's
+// own validators return plain errors, so each command's is wrapped; a command with subcommands
+// keeps cobra's check, whose "unknown command" Execute reads as a usage error.
+func usageArgs(c *cobra.Command) {
+	orig := c.Args
+	switch {
+	case orig != nil:
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if err := orig(cmd, args); err != nil {
+				return fmt.Errorf("%w (see --help): %w", err, ErrUsage)
+			}
+			return nil
+		}
+	}
+	for _, sub := range c.Commands() {
+		usageArgs(sub)
 	}
 }
