@@ -60,6 +60,7 @@ func scenarios() []scenario {
 		{Seed002, (*runner).seed002},
 		{Seed003, (*runner).seed003},
 		{Neighbour, (*runner).neighbour},
+		{NeighbourElsewhere, (*runner).neighbourElsewhere},
 		{Commit, (*runner).commit},
 	}
 }

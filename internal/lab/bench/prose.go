@@ -23,6 +23,8 @@ func proseFor(id string) (string, bool) {
 		return neighbourProse, true
 	case Seed001:
 		return seed001Prose, true
+	case NeighbourElsewhere:
+		return elsewhereProse, true
 	}
 	return "", false
 }

@@ -122,7 +122,7 @@ func writeScenario(b *strings.Builder, s *ScenarioResult) {
 		writeSmoothTable(b, s)
 	case s.Commit != nil:
 		writeCommitTables(b, s.Commit)
-	case s.ID == Neighbour && len(s.Configs) > 0:
+	case (s.ID == Neighbour || s.ID == NeighbourElsewhere) && len(s.Configs) > 0:
 		writeNeighbourTable(b, s)
 	case len(s.Configs) > 0:
 		writeValueTable(b, s)
