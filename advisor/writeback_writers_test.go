@@ -141,7 +141,11 @@ func assertWriterNamed(t *testing.T, f rules.Finding, dd *ddNeighbour, h *rules.
 	if dd.cgroup == "" {
 		where = ""
 	}
-	if s := fmt.Sprintf("The writer: pid %d dd (%s", dd.pid, where); !strings.Contains(f.Summary, s) {
+	// On a quiet host dd is the first writer. Where other test binaries write beside it (the
+	// suite runs packages in parallel) one of them can write more in the window, and is then
+	// rightly named first: dd must still be among the named writers.
+	first := strings.Contains(f.Summary, fmt.Sprintf("The writer: pid %d dd (%s", dd.pid, where))
+	if s := fmt.Sprintf("pid %d dd (%s", dd.pid, where); !strings.Contains(f.Summary, s) {
 		t.Errorf("the summary does not name dd as %q:\n%s", s, f.Summary)
 	}
 	label := fmt.Sprintf(`writer_bytes{pid="%d",comm="dd"`, dd.pid)
@@ -170,9 +174,10 @@ func assertWriterNamed(t *testing.T, f rules.Finding, dd *ddNeighbour, h *rules.
 	case layout.WritebackThrottle():
 		want = []string{"wbps="} // dd's cgroup names no unit: the io.max line
 	case layout.Version == collector.CgroupHybrid:
-		want = []string{"hybrid", "blkio.throttle limits only direct and synchronous writes", "dd oflag=direct"}
-	default:
-		want = []string{"dd oflag=direct"}
+		want = []string{"hybrid", "blkio.throttle limits only direct and synchronous writes"}
+	}
+	if first && !layout.WritebackThrottle() {
+		want = append(want, "dd oflag=direct") // the advice is for the first writer's own limit
 	}
 	t.Logf("cgroup layout %s", layout.Version)
 	for _, s := range want {
