@@ -26,6 +26,7 @@ const (
 	DataDirectory              = "data_directory"
 	MaxConnections             = "max_connections"
 	DebugIODirect              = "debug_io_direct"
+	BlockSize                  = "block_size"
 )
 
 // Kernel knobs (/proc/sys/vm) a rule may recommend and the apply mode may change.
@@ -102,7 +103,8 @@ func SettingTable() []SettingDef {
 		pg(FullPageWrites, AdviceOnly),
 		// wal_level decides what a standby or a logical decoder can read: never the advisor's call.
 		pg(WALLevel, Observed),
-		pg(WALCompression, Observed),
+		// Compressing full-page images costs CPU, not durability: a reload turns it on or off.
+		pg(WALCompression, Applicable),
 		pg(CommitDelay, Applicable),
 		pg(CommitSiblings, Applicable),
 		pg(WALWriterDelay, Applicable),
@@ -118,6 +120,8 @@ func SettingTable() []SettingDef {
 		pg(DataDirectory, Observed),
 		pg(MaxConnections, Observed),
 		pg(DebugIODirect, Observed),
+		// The size of a full-page image at most (BLCKSZ; 8kB unless PostgreSQL was built otherwise).
+		pg(BlockSize, Observed),
 
 		{Name: KnobDirtyBackgroundBytes, Source: FromKernel, Apply: AppliedByDefault},
 		{Name: KnobDirtyBytes, Source: FromKernel, Apply: AppliedByDefault},

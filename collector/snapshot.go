@@ -163,6 +163,20 @@ type Kernel struct {
 	DirtyBackgroundThresholdBytes int64   `json:"dirty_background_threshold_bytes"`
 	DirtyThresholdBytes           int64   `json:"dirty_threshold_bytes"`
 	Meminfo                       Meminfo `json:"meminfo"`
+	// CPU is the host's CPU time (/proc/stat); nil where the procfs root has no stat file.
+	CPU *CPU `json:"cpu,omitempty"`
+}
+
+// CPU holds the cumulative CPU time of the host from /proc/stat's "cpu" line, in seconds summed
+// over all CPUs. The counters restart at boot; BootTime (btime) tells one boot from the next.
+type CPU struct {
+	CPUs int `json:"cpus"`
+	// TotalSeconds is user, nice, system, idle, iowait, irq, softirq and steal (guest time is
+	// already counted in user and nice); IdleSeconds is idle plus iowait: time no task used,
+	// which a CPU-bound change such as wal_compression could take.
+	TotalSeconds float64   `json:"total_seconds"`
+	IdleSeconds  float64   `json:"idle_seconds"`
+	BootTime     time.Time `json:"boot_time"`
 }
 
 // VM holds /proc/sys/vm/dirty_* as the kernel reports them.

@@ -236,7 +236,7 @@ func TestSeverity(t *testing.T) {
 // to what. The inputs make every such rule fire at least once, and a measured rule that is in
 // neither list below fails the test until someone decides which one it belongs to.
 func TestMeasuredRecommendationsPredict(t *testing.T) {
-	recommending := []string{"sync-method-slow", "open-sync-with-small-buffers", "wal-buffers-small", "checkpoint-stalls"}
+	recommending := []string{"sync-method-slow", "open-sync-with-small-buffers", "wal-buffers-small", "checkpoint-stalls", "full-page-images"}
 	// Measured rules whose findings are advice for a person: nothing is applied, so nothing to
 	// verify against a prediction. writeback-stalls-wal recommends vm.dirty_* only for a device
 	// shape a benchmark proved (ProvenDirtyRows, empty); its tests check that path's prediction.
@@ -273,6 +273,8 @@ func TestMeasuredRecommendationsPredict(t *testing.T) {
 		"seed 000 on PostgreSQL 13":         seed000pg13.input(seed000Probe()),
 		"checkpoint_completion_target 0.5":  oldDefaults.input(nil),
 		"checkpoints requested by WAL size": walDriven.input(nil),
+		"full-page images":                  imagesScenario("off", enumvals15, 0.5, flushWaits30, 0).input(nil),
+		"full-page images, CPU saturated":   imagesScenario("off", enumvals15, 0.05, flushWaits30, 0).input(nil),
 	}
 	fired := map[string]bool{}
 	for name, in := range inputs {

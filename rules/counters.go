@@ -35,6 +35,8 @@ const (
 	DiskFlushes
 	DiskFlushSeconds
 	WALInsertBytes
+	CPUSeconds
+	CPUIdleSeconds
 	// counterEnd is one past the last counter; a new counter goes before it.
 	counterEnd
 )
@@ -86,6 +88,10 @@ func counterTable() [counterEnd]counterDef {
 		// The insert LSN as a byte count: WAL generated, including that of transactions still
 		// running, which pg_stat_wal.wal_bytes counts only when they end.
 		WALInsertBytes: {"wal_insert_lsn_bytes", lsnEpoch, func(s *collector.Snapshot) (float64, bool) { return float64(*s.Postgres.WALInsertLSN), true }},
+
+		// The host's CPU time summed over CPUs (/proc/stat), and the part no task used.
+		CPUSeconds:     {"cpu_seconds", cpuEpoch, func(s *collector.Snapshot) (float64, bool) { return s.Kernel.CPU.TotalSeconds, true }},
+		CPUIdleSeconds: {"cpu_idle_seconds", cpuEpoch, func(s *collector.Snapshot) (float64, bool) { return s.Kernel.CPU.IdleSeconds, true }},
 	}
 }
 
@@ -188,4 +194,13 @@ func diskEpoch(s *collector.Snapshot) (epoch, bool) {
 		return epoch{}, false
 	}
 	return epoch{device: s.WALStorage.Device + "/" + s.WALStorage.DeviceName}, true
+}
+
+// cpuEpoch is the life of the host's CPU counters: one boot (btime). False when the snapshot
+// has no CPU times.
+func cpuEpoch(s *collector.Snapshot) (epoch, bool) {
+	if s.Kernel == nil || s.Kernel.CPU == nil {
+		return epoch{}, false
+	}
+	return epoch{start: s.Kernel.CPU.BootTime}, true
 }

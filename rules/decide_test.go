@@ -92,3 +92,48 @@ func TestDecideContention(t *testing.T) {
 		})
 	}
 }
+
+func TestDecideFullPage(t *testing.T) {
+	cfg := DefaultThresholds()
+	// dominant: images are 90% of 16MB/s of WAL, the CPUs half idle, backends waiting on WAL
+	// writes 30% of the time, checkpoints timed every 5 min.
+	dominant := fullPageFacts{fullPageWrites: true, walRate: 16 << 20, share: 0.9, compression: "off", method: "lz4",
+		cpuIdle: 0.5, hasCPU: true, writeCost: 0.3, hasWriteCost: true, checkpoints: 4, timed: 4, timeout: 300, hasTimeout: true}
+	with := func(change func(f *fullPageFacts)) fullPageFacts {
+		f := dominant
+		change(&f)
+		return f
+	}
+	tests := []struct {
+		name        string
+		f           fullPageFacts
+		want        compressVerdict
+		wantTimeout float64
+	}{
+		{name: "images dominant", f: dominant, want: compressFire},
+		{name: "images below FPIShareMin", f: with(func(f *fullPageFacts) { f.share = 0.4 }), want: compressNone},
+		{name: "WAL below FPIMinWALRate", f: with(func(f *fullPageFacts) { f.walRate = 512 << 10 }), want: compressNone},
+		{name: "full_page_writes off", f: with(func(f *fullPageFacts) { f.fullPageWrites = false }), want: compressNone},
+		{name: "compressed: space checkpoints", f: with(func(f *fullPageFacts) { f.compressed, f.compression = true, "lz4" }),
+			want: compressNone, wantTimeout: 600},
+		{name: "compressed, checkpoints requested: checkpoint-stalls' business",
+			f: with(func(f *fullPageFacts) { f.compressed, f.timed, f.requested = true, 1, 3 }), want: compressNone},
+		{name: "compressed, timeout at FPISpacingTimeout", f: with(func(f *fullPageFacts) { f.compressed, f.timeout = true, 900 }), want: compressNone},
+		{name: "compressed, 10min: capped at FPISpacingTimeout", f: with(func(f *fullPageFacts) { f.compressed, f.timeout = true, 600 }),
+			want: compressNone, wantTimeout: 900},
+		{name: "CPU below FPIIdleMin: space checkpoints", f: with(func(f *fullPageFacts) { f.cpuIdle = 0.1 }), want: compressCPUBusy, wantTimeout: 600},
+		{name: "pglz needs twice FPIIdleMin", f: with(func(f *fullPageFacts) { f.method, f.cpuIdle = "pglz", 0.3 }), want: compressCPUBusy, wantTimeout: 600},
+		{name: "CPU unknown", f: with(func(f *fullPageFacts) { f.hasCPU = false }), want: compressFire},
+		{name: "write cost unknown", f: with(func(f *fullPageFacts) { f.hasWriteCost = false }), want: compressUnmeasured},
+		{name: "writes below FPIWriteCostMin", f: with(func(f *fullPageFacts) { f.writeCost = 0.05 }), want: compressCheap},
+		{name: "no method accepted", f: with(func(f *fullPageFacts) { f.method = "" }), want: compressNone},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := decideFullPage(tt.f, cfg)
+			if d.compress != tt.want || d.timeout != tt.wantTimeout {
+				t.Errorf("decideFullPage = %+v, want compress %v, timeout %v", d, tt.want, tt.wantTimeout)
+			}
+		})
+	}
+}

@@ -90,6 +90,9 @@ const (
 	// apply mode's verification figures are.
 	UnitSecondsPerMB = "seconds_per_mb"
 	UnitCount        = "count"
+	// UnitBytesPerRecord is WAL bytes per WAL record: what a change to the WAL's size does to the
+	// same changes of data.
+	UnitBytesPerRecord = "bytes_per_record"
 	// UnitBool is 1 for on/true and 0 for off/false.
 	UnitBool = "bool"
 )

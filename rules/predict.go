@@ -34,6 +34,9 @@ const (
 	// PredictWALRecordRate is WAL records per second: for a fixed mix of transactions it moves
 	// with their commits (wal-lock-contention).
 	PredictWALRecordRate = "wal_records_per_second"
+	// PredictWALBytesPerRecord is WAL bytes per WAL record: the load's changes make the records,
+	// wal_compression and the checkpoints' spacing how many bytes they take (full-page-images).
+	PredictWALBytesPerRecord = "wal_bytes_per_record"
 )
 
 // walWaitEvents are the wait events PredictWALWait counts.
@@ -90,6 +93,12 @@ func MeasurePredicted(name string, h *History) (float64, bool) {
 			return 0, false
 		}
 		return c.Rate(), true
+	case PredictWALBytesPerRecord:
+		bytes, records := h.Change(WALBytes), h.Change(WALRecords)
+		if !bytes.OK() || !records.OK() || records.Delta <= 0 {
+			return 0, false
+		}
+		return bytes.Delta / records.Delta, true
 	case PredictCheckpointRate:
 		timed, req := h.Change(CheckpointsTimed), h.Change(CheckpointsRequested)
 		if !timed.OK() || !req.OK() || timed.Seconds <= 0 {

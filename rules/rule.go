@@ -137,6 +137,7 @@ func All() []Rule {
 		writebackStallsWAL(ProvenDirtyRows()),
 		checkpointStalls(),
 		walLockContention(),
+		fullPageImages(),
 		trackWALIOTimingOff(),
 		probeDisabled(),
 	}
@@ -221,6 +222,21 @@ type Thresholds struct {
 	// ContentionInfoShare is the share of active backends' samples waiting on WAL flushes for
 	// an (info) finding.
 	ContentionInfoShare float64
+
+	// FPIShareMin is the estimated share of the WAL's bytes that are full-page images from which
+	// they are worth a remedy, and FPIMinWALRate the least WAL per second for them to matter.
+	FPIShareMin   float64
+	FPIMinWALRate int64
+	// FPIRecordBytes is the size of a WAL record without its image, taken off the WAL's bytes per
+	// record to estimate the images' bytes.
+	FPIRecordBytes int64
+	// FPIIdleMin is the least share of idle CPU time for recommending lz4 or zstd (pglz needs
+	// twice as much); FPIWriteCostMin the least WAL write cost (share of active backends' samples
+	// waiting on the WAL's writes) for a warning.
+	FPIIdleMin      float64
+	FPIWriteCostMin float64
+	// FPISpacingTimeout is the longest checkpoint_timeout full-page-images recommends.
+	FPISpacingTimeout time.Duration
 }
 
 // DefaultThresholds returns the documented defaults (docs/rules.md explains each).
@@ -268,5 +284,15 @@ func DefaultThresholds() Thresholds {
 		MinWaitSamples:      20,
 		ContentionMinActive: 8,
 		ContentionInfoShare: 0.3,
+
+		// The record size the largest the lab measured (docs/benchmarks.md, full page images
+		// table); the share, CPU and cost bounds chosen, not yet measured on a grid
+		// (docs/rules.md, full-page-images).
+		FPIShareMin:       0.5,
+		FPIMinWALRate:     1 << 20,
+		FPIRecordBytes:    72,
+		FPIIdleMin:        0.2,
+		FPIWriteCostMin:   0.1,
+		FPISpacingTimeout: 15 * time.Minute,
 	}
 }

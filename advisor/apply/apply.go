@@ -211,6 +211,8 @@ func specs() []spec {
 		{name: collector.CommitDelay, kind: kindNumber, family: walFamily, min: 0, max: 100000, bounds: "0..100000 microseconds (PostgreSQL docs)"},
 		{name: collector.CommitSiblings, kind: kindNumber, family: walFamily, min: 0, max: 1000, bounds: "0..1000 (PostgreSQL docs)"},
 		{name: collector.TrackWALIOTiming, kind: kindBool, family: observeFamily},
+		// No durability change: only how full-page images are stored (figureNames judges it).
+		{name: collector.WALCompression, kind: kindEnumOrBool, family: walFamily},
 		// The kernel's own floor for dirty_bytes is two pages; 4MB and 8MB keep write-back from
 		// starting on every few pages, which would make every write synchronous in effect.
 		{name: KnobDirtyBackgroundBytes, kind: kindKernelBytes, family: kernelFamily, min: 4 * MB, max: 1 << 40, bounds: "4MB..1TB, and below the dirty threshold"},

@@ -29,6 +29,9 @@ const (
 	// FigureWritebackStall is how long the WAL's flushes stalled behind write-back in the
 	// window, as writeback-stalls-wal measures it (rules.Stall).
 	FigureWritebackStall = "writeback_stall_seconds"
+	// FigureWALBytesPerRecord is WAL bytes per WAL record: what wal_compression is for. The
+	// records are the load's changes, so the figure does not move with the load's speed.
+	FigureWALBytesPerRecord = rules.PredictWALBytesPerRecord
 	// FigureWALRate is WAL written per second: the commit throughput where it is visible. It
 	// depends on the load as much as on the settings, so it is reported and not judged.
 	FigureWALRate = "wal_bytes_per_second"
@@ -93,6 +96,9 @@ func noiseOf(name string) noise {
 	case FigureWritebackStall:
 		// rules.Thresholds.WritebackStallMin: a stall shorter than that is not a finding either.
 		return noise{floor: 5, minSamples: 3}
+	case FigureWALBytesPerRecord:
+		// Samples are MB of WAL; 16 bytes is about a quarter of a record without its image.
+		return noise{floor: 16, minSamples: 1}
 	}
 	return noise{minSamples: 1}
 }
@@ -103,6 +109,11 @@ func figureNames(setting string) []string {
 	sp, _ := specFor(setting)
 	switch sp.family {
 	case walFamily:
+		if setting == collector.WALCompression {
+			// Compression writes fewer bytes per flush: the time per MB of WAL rises while each
+			// commit waits less, so the commits' wait decides, then the bytes per record.
+			return []string{FigureFlushWaitShare, FigureWALBytesPerRecord}
+		}
 		names := []string{FigureIOSecondsPerMB, FigureFlushWaitShare}
 		if setting == collector.WALBuffers {
 			names = append(names, FigureBuffersFullPerMB)
@@ -150,6 +161,12 @@ func measure(h *rules.History, setting string, from time.Time) *Figures {
 			wt, st := w.Change(rules.WALWriteSeconds), w.Change(rules.WALSyncSeconds)
 			if timingOn(w) && walBytes.OK() && wt.OK() && st.OK() && mb > 0 {
 				x.Value, x.Samples = (wt.Delta+st.Delta)/mb, mb
+			}
+			add(x)
+		case FigureWALBytesPerRecord:
+			x := Figure{Name: name, Unit: rules.UnitBytesPerRecord}
+			if v, ok := rules.MeasurePredicted(rules.PredictWALBytesPerRecord, w); ok && mb > 0 {
+				x.Value, x.Samples = v, mb
 			}
 			add(x)
 		case FigureBuffersFullPerMB:

@@ -37,6 +37,11 @@ type Value struct {
 	SysctlFile string  `json:"sysctl_file,omitempty"`
 }
 
+// kindEnumOrBool is an enum on a server that lists its values (pg_settings.enumvals) and a
+// boolean on one that does not: wal_compression, a boolean up to PostgreSQL 14 and an enum whose
+// on is pglz from 15. It is declared here, with the code that reads it, after the kinds of apply.go.
+const kindEnumOrBool = kindKernelBytes + 1
+
 // sameValue compares two values of a setting the way the server reads them: memory sizes in
 // bytes ("16384kB" is "16MB"), times in seconds, numbers as numbers, names case-insensitively.
 func sameValue(setting, a, b string) bool {
@@ -58,6 +63,10 @@ func sameValue(setting, a, b string) bool {
 		x, ok1 := parseBool(a)
 		y, ok2 := parseBool(b)
 		return ok1 && ok2 && x == y
+	case kindEnumOrBool:
+		// "on" is pglz on 15+, which SHOW prints as pglz; "off" is off everywhere.
+		x, y := boolOrPGLZ(a), boolOrPGLZ(b)
+		return strings.EqualFold(x, y)
 	case kindKernelBytes:
 		x, err1 := parseKnob(a)
 		y, err2 := parseKnob(b)
@@ -77,6 +86,18 @@ func parseBool(s string) (bool, bool) {
 		return false, true
 	}
 	return false, false
+}
+
+// boolOrPGLZ spells a wal_compression value the way a 15+ server shows it: a boolean's on is
+// pglz and its off is off; method names stay.
+func boolOrPGLZ(v string) string {
+	if on, ok := parseBool(v); ok {
+		if on {
+			return "pglz"
+		}
+		return "off"
+	}
+	return strings.TrimSpace(v)
 }
 
 // parseKnob reads a kernel knob's value. The rules print an unset bytes knob as "0 (ratio 10%)":

@@ -114,7 +114,7 @@ func checkWrite(ctx context.Context, a Actuator, setting, value string, old *Val
 		values = append(values, *old.AutoConf)
 	}
 	var live *Value
-	if sp.kind == kindEnum || sp.kind == kindBool {
+	if sp.kind == kindEnum || sp.kind == kindBool || sp.kind == kindEnumOrBool {
 		v, err := a.Read(ctx, setting)
 		if err != nil {
 			return fmt.Errorf("guard %s: %w", setting, err)
@@ -154,6 +154,14 @@ func checkValue(sp spec, v string, running bool, live *Value) string {
 	case kindBool:
 		if _, ok := parseBool(v); !ok {
 			return fmt.Sprintf("%s=%q is not a boolean", sp.name, v)
+		}
+	case kindEnumOrBool:
+		if live != nil && len(live.EnumVals) > 0 {
+			if !slices.Contains(live.EnumVals, v) {
+				return fmt.Sprintf("the server does not accept %s=%s (it accepts %s)", sp.name, v, strings.Join(live.EnumVals, ", "))
+			}
+		} else if _, ok := parseBool(v); !ok {
+			return fmt.Sprintf("%s=%q: the server lists no values for it (PostgreSQL 14's boolean), and this is not a boolean", sp.name, v)
 		}
 	case kindEnum:
 		if sp.name == collector.WALSyncMethod && !slices.Contains(probes.DurableMethods(), v) {

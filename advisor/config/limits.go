@@ -148,6 +148,15 @@ func Limits() []Limit {
 		{Key: "thresholds.min_wait_samples", Kind: Number, Min: 1, Max: 1e9},
 		{Key: "thresholds.contention_min_active", Kind: Number, Min: 0, Max: 1e5},
 		{Key: "thresholds.contention_info_share", Kind: Ratio, Min: 0, Max: 1},
+		{Key: "thresholds.fpi_share_min", Kind: Ratio, Min: 0, Max: 1},
+		// Bytes of WAL per second; a record without its image is at least its 24-byte header
+		// and at most a page.
+		{Key: "thresholds.fpi_min_wal_rate", Kind: Number, Min: 0, Max: 1 << 40},
+		{Key: "thresholds.fpi_record_bytes", Kind: Number, Min: 24, Max: 8192},
+		{Key: "thresholds.fpi_idle_min", Kind: Ratio, Min: 0, Max: 1},
+		{Key: "thresholds.fpi_write_cost_min", Kind: Number, Min: 0, Max: 1e4},
+		// checkpoint_timeout's own range (PostgreSQL docs: 30s to 1d).
+		{Key: "thresholds.fpi_spacing_timeout", Kind: Duration, Min: dur(30 * time.Second), Max: dur(day)},
 	}
 }
 

@@ -184,6 +184,8 @@ func unexportedCounters() map[rules.Counter]string {
 		rules.DiskWriteSeconds:         nodeExporter,
 		rules.DiskFlushes:              nodeExporter,
 		rules.DiskFlushSeconds:         nodeExporter,
+		rules.CPUSeconds:               "node_exporter exports the host's CPU time (node_cpu_seconds_total); full-page-images reads it as evidence",
+		rules.CPUIdleSeconds:           "node_exporter exports the host's CPU time (node_cpu_seconds_total{mode=\"idle\"}); full-page-images reads it as evidence",
 		rules.WALInsertBytes: "a position, not a count of this exporter's: pg_stat_wal's wal_bytes_total counts the same WAL " +
 			"once its transaction ends, and a second byte counter of the same WAL would be summed twice on dashboards; " +
 			"the rules use it only as evidence of WAL from transactions still running",

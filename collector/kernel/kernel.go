@@ -1,6 +1,6 @@
-// Package kernel reads the kernel's dirty-page knobs (vm.dirty_*) and memory state
-// (/proc/meminfo) from a procfs root, and derives the thresholds at which the kernel starts
-// background writeback and throttles writers.
+// Package kernel reads the kernel's dirty-page knobs (vm.dirty_*), memory state (/proc/meminfo)
+// and CPU time (/proc/stat) from a procfs root, and derives the thresholds at which the kernel
+// starts background writeback and throttles writers.
 package kernel
 
 import (
@@ -41,9 +41,9 @@ func New(procfs string) *Collector {
 	return &Collector{procfs: procfs}
 }
 
-// Collect reads vm.dirty_* and /proc/meminfo. Every vm.dirty_* file exists on any kernel this
-// tool supports (2.6.29+), so a missing one means the root is wrong and is an error; meminfo
-// fields a kernel does not have are left at zero.
+// Collect reads vm.dirty_*, /proc/meminfo and /proc/stat. Every vm.dirty_* file exists on any
+// kernel this tool supports (2.6.29+), so a missing one means the root is wrong and is an error;
+// meminfo fields a kernel does not have are left at zero, and a missing stat leaves CPU nil.
 func (c *Collector) Collect(ctx context.Context) (*collector.Kernel, error) {
 	vm, err := c.readVM()
 	if err != nil {
@@ -53,7 +53,11 @@ func (c *Collector) Collect(ctx context.Context) (*collector.Kernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	k := &collector.Kernel{VM: vm, Meminfo: mi}
+	cpu, err := c.readCPU()
+	if err != nil {
+		return nil, err
+	}
+	k := &collector.Kernel{VM: vm, Meminfo: mi, CPU: cpu}
 	k.DirtyBackgroundThresholdBytes, k.DirtyThresholdBytes = thresholds(vm, dirtyableBytes(mi))
 	return k, nil
 }

@@ -56,6 +56,11 @@ type device struct {
 	cursor time.Time
 	// syncCursor is, with the priority model, when the synchronous work queued so far is done.
 	syncCursor time.Time
+	// iops caps the operations (writes and syncs) started per second; 0 means no cap. opCursor
+	// is when the next operation may start: each one takes 1/iops of it, as a cloud volume's
+	// provisioned IOPS do (a token bucket without a burst balance).
+	iops     int64
+	opCursor time.Time
 }
 
 func newDevice(latency, jitter time.Duration, bandwidth, seed int64) *device {
@@ -84,6 +89,12 @@ func (dv *device) setBandwidth(bytesPerSec int64) {
 	dv.mu.Lock()
 	defer dv.mu.Unlock()
 	dv.bandwidth = max(bytesPerSec, 0)
+}
+
+func (dv *device) setIOPS(perSec int64) {
+	dv.mu.Lock()
+	defer dv.mu.Unlock()
+	dv.iops = max(perSec, 0)
 }
 
 func (dv *device) setQueue(q QueueModel) {
@@ -127,6 +138,11 @@ func (dv *device) reserve(now time.Time, bytes int64, sync bool) time.Time {
 func (dv *device) book(now time.Time, bytes int64, sync, urgent bool) time.Time {
 	dv.mu.Lock()
 	defer dv.mu.Unlock()
+	if dv.iops > 0 {
+		// An operation past the cap waits for its slot before anything else happens to it.
+		now = later(now, dv.opCursor)
+		dv.opCursor = now.Add(time.Duration(float64(time.Second) / float64(dv.iops)))
+	}
 	var medium time.Duration
 	if sync {
 		medium = dv.latency

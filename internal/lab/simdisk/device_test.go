@@ -191,3 +191,27 @@ func TestParseQueueModel(t *testing.T) {
 		t.Error("Options{Queue: fifo} validates, want an error")
 	}
 }
+
+// TestDeviceIOPS: with an IOPS cap, operations arriving together start 1/IOPS apart, with or
+// without a bandwidth limit; spaced out below the cap they do not wait.
+func TestDeviceIOPS(t *testing.T) {
+	dv := newDevice(time.Millisecond, 0, 0, 1)
+	dv.setIOPS(1000)
+	for i, want := range []time.Duration{1, 2, 3, 4} {
+		if got := dv.reserve(t0, 0, true).Sub(t0); got != want*time.Millisecond {
+			t.Errorf("sync %d at once: done after %v, want %v", i, got, want*time.Millisecond)
+		}
+	}
+	if got := dv.reserve(t0.Add(10*time.Millisecond), 0, true).Sub(t0); got != 11*time.Millisecond {
+		t.Errorf("a sync below the cap: done after %v, want 11ms", got)
+	}
+	limited := newDevice(0, 0, 1e6, 1)
+	limited.setIOPS(100)
+	limited.reserve(t0, 1000, false) // 1 ms of transfer, next slot at 10 ms
+	if got := limited.reserve(t0, 1000, false).Sub(t0); got != 11*time.Millisecond {
+		t.Errorf("second write under 100 IOPS: done after %v, want 11ms (its slot, then 1 ms of transfer)", got)
+	}
+	if (Options{IOPS: -1}).validate() == nil {
+		t.Error("a negative IOPS cap was accepted")
+	}
+}

@@ -77,6 +77,9 @@ type Options struct {
 	// BandwidthBytesPerSec limits writes; 0 means unlimited. With a limit the disk is one
 	// serial device (Queue says which).
 	BandwidthBytesPerSec int64
+	// IOPS caps the operations (writes and syncs) the disk starts per second, as a cloud
+	// volume's provisioned IOPS do; 0 means no cap. An operation past the cap waits for its slot.
+	IOPS int64
 	// Queue is how a bandwidth-limited disk orders its work: QueueSerial ("" too), one FIFO
 	// queue, or QueuePriority, synchronous work ahead of plain writes.
 	Queue QueueModel
@@ -98,6 +101,8 @@ func (o Options) validate() error {
 		return fmt.Errorf("jitter %v: must not be negative", o.Jitter)
 	case o.BandwidthBytesPerSec < 0:
 		return fmt.Errorf("bandwidth %d B/s: must not be negative", o.BandwidthBytesPerSec)
+	case o.IOPS < 0:
+		return fmt.Errorf("IOPS cap %d: must not be negative", o.IOPS)
 	case o.FlushInterval < 0:
 		return fmt.Errorf("flush interval %v: must not be negative", o.FlushInterval)
 	case o.FlushInterval > 0 && !o.VolatileCache:
@@ -204,6 +209,7 @@ func Mount(ctx context.Context, source, mountpoint string, opts Options, logger 
 		epoch:       time.Now(),
 	}
 	d.dev.setQueue(opts.Queue)
+	d.dev.setIOPS(opts.IOPS)
 	if opts.VolatileCache {
 		d.cache = newVolatileCache()
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab"
+	"github.com/pgwal-advisor/pgwal-advisor/rules"
 )
 
 // collectOnce runs collect --format json once and decodes it.
@@ -259,5 +260,55 @@ func checkFixtures(t *testing.T, c *lab.Cluster, major int) {
 				t.Errorf("fixture %s (row %d) has the columns %v; PostgreSQL %d's %s has %v", f, i, got, major, view, want)
 			}
 		}
+	}
+}
+
+// checkFullPageImages: full-page-images judges on every version of the matrix, from
+// pg_stat_wal's wal_records, wal_fpi and wal_bytes (all in 14-18; 18 moved the write and sync
+// counters to pg_stat_io, not these). Under seed 001's bulk insert images are few, so it judges
+// without a finding or with one; a recommendation of wal_compression names a value the version
+// takes: on for 14's boolean, a method for 15+.
+func checkFullPageImages(t *testing.T, res checkResult, major int) {
+	t.Helper()
+	// The binary is built from this tree: with the rule in its set, a rule absent from
+	// not_enough_data judged.
+	if !slices.ContainsFunc(rules.All(), func(r rules.Rule) bool { return r.ID == "full-page-images" }) {
+		t.Fatal("full-page-images is not in rules.All()")
+	}
+	if why, ok := res.NotEnoughData["full-page-images"]; ok {
+		t.Errorf("full-page-images did not judge on PostgreSQL %d: %s", major, why)
+	}
+	for _, f := range res.Findings {
+		if f.Rule != "full-page-images" || f.Setting != "wal_compression" {
+			continue
+		}
+		want := []string{"lz4", "zstd", "pglz"}
+		if major < compressionEnumMajor {
+			want = []string{"on"}
+		}
+		if !slices.Contains(want, f.Recommended) {
+			t.Errorf("PostgreSQL %d: full-page-images recommends wal_compression=%s, want one of %v", major, f.Recommended, want)
+		}
+	}
+}
+
+// checkCompressionSetting: collect reports wal_compression with the values the server accepts
+// (pg_settings.enumvals): none on 14, whose setting is a boolean; pglz and off from 15 (lz4 and
+// zstd only where the build has them), which is what full-page-images picks its method from.
+func checkCompressionSetting(t *testing.T, doc map[string]any, major int) {
+	t.Helper()
+	if v, _ := lookup(doc, ".postgres.settings.wal_compression.value"); v != "off" {
+		t.Errorf(".postgres.settings.wal_compression.value = %v, want off", v)
+	}
+	vals, _ := lookup(doc, ".postgres.settings.wal_compression.enumvals")
+	list, _ := vals.([]any)
+	if major < compressionEnumMajor {
+		if len(list) != 0 {
+			t.Errorf("PostgreSQL %d: wal_compression enumvals = %v, want none (a boolean)", major, list)
+		}
+		return
+	}
+	if !slices.Contains(list, any("pglz")) || !slices.Contains(list, any("off")) {
+		t.Errorf("PostgreSQL %d: wal_compression enumvals = %v, want pglz and off among them", major, list)
 	}
 }

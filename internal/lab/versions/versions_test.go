@@ -20,8 +20,9 @@ import (
 
 // Version boundaries the test names spell out (server_version_num / 10000).
 const (
-	checkpointerMajor = 17 // pg_stat_checkpointer; the IO wait events renamed (WALWrite -> WalWrite)
-	walIOMajor        = 18 // WAL writes and syncs in pg_stat_io (object 'wal')
+	compressionEnumMajor = 15 // wal_compression an enum (pglz, lz4, zstd where built); a boolean before
+	checkpointerMajor    = 17 // pg_stat_checkpointer; the IO wait events renamed (WALWrite -> WalWrite)
+	walIOMajor           = 18 // WAL writes and syncs in pg_stat_io (object 'wal')
 )
 
 // TestVersions runs, on every major version at once (they share nothing but the binary):
@@ -30,7 +31,9 @@ const (
 //     batched bulk load: collect's contract paths checked against the server's own views (WAL
 //     writes and syncs from pg_stat_wal or, on 18, pg_stat_io; checkpoints from pg_stat_bgwriter
 //     or, on 17+, pg_stat_checkpointer), the WAL wait events under the version's names, check's
-//     warnings, and apply + rollback of wal_sync_method.
+//     warnings, full-page-images judged (pg_stat_wal's wal_fpi on every version; 18's pg_stat_io
+//     adds nothing to it), wal_compression as a boolean (14) or an enum with its values (15+),
+//     and apply + rollback of wal_sync_method.
 func TestVersions(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the version matrix starts a cluster of every PostgreSQL version: not with -short")
@@ -217,6 +220,7 @@ func testSeed001(t *testing.T, bin, binDir string, major int) {
 		doc := collectOnce(t, bin, dsn)
 		after := readWALCounters(t, s.c, major)
 		checkContract(t, doc, major, s.walDir)
+		checkCompressionSetting(t, doc, major)
 		// open_datasync syncs by writing (O_DSYNC): PostgreSQL counts no syncs for it, so syncs
 		// stay 0 here and are checked under fdatasync, after apply.
 		checkWALCounters(t, doc, walSource, before, after, true)
@@ -296,6 +300,7 @@ func testSeed001(t *testing.T, bin, binDir string, major int) {
 		if !buffers {
 			t.Errorf("no wal-buffers-small warning")
 		}
+		checkFullPageImages(t, res, major)
 	})
 
 	t.Run("apply_rollback_wal_sync_method", func(t *testing.T) {

@@ -1,0 +1,237 @@
+package rules
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/pgwal-advisor/pgwal-advisor/collector"
+)
+
+// full-page-images: after each checkpoint the first change to a page writes the whole page into
+// the WAL (full_page_writes, which the advisor never turns off). On an OLTP load over data
+// larger than a checkpoint interval touches, those images are most of the WAL's bytes, and
+// wal_compression shrinks them for CPU time and nothing else (docs/rules.md, full-page-images;
+// docs/benchmarks.md, full page images table).
+func fullPageImages() Rule {
+	return Rule{
+		ID:       "full-page-images",
+		Title:    "Full-page images make up most of the WAL",
+		Severity: Warning,
+		Settings: []string{collector.WALCompression, collector.CheckpointTimeout},
+		Rationale: "After every checkpoint the first change to each page writes the whole page into the WAL. " +
+			"On an OLTP load over data larger than a checkpoint interval touches, these images are most of the " +
+			"WAL's bytes: wal_compression shrinks them at a cost in CPU only, and checkpoints further apart make " +
+			"fewer of them at a cost in crash-recovery time. full_page_writes stays on: without it a torn page " +
+			"cannot be repaired.",
+		Sources: []string{
+			pgDocs + "runtime-config-wal.html#GUC-WAL-COMPRESSION",
+			pgDocs + "runtime-config-wal.html#GUC-FULL-PAGE-WRITES",
+			pgDocs + "wal-configuration.html",
+			pgDocs + "monitoring-stats.html#MONITORING-PG-STAT-WAL-VIEW",
+			"pgsql-hackers, 2022-02, \"wal_compression=zstd\"",
+			"docs/rules.md, full-page-images", "docs/benchmarks.md, full page images table",
+		},
+		Eval: withDefaults(evalFullPageImages),
+	}
+}
+
+// Values of wal_compression. PostgreSQL 14's is a boolean, on meaning pglz; 15 made it an enum
+// whose lz4 and zstd exist only in builds with those libraries (pg_settings.enumvals tells).
+const (
+	compressionLZ4  = "lz4"
+	compressionZstd = "zstd"
+	compressionPGLZ = "pglz"
+	compressionOn   = "on"
+)
+
+// compressionKeep is the part of a full-page image's bytes that a method leaves, as the lab
+// measured it on pgbench's tables (docs/benchmarks.md, full page images table). pgbench's rows
+// are mostly blank padding; rows of less repetitive data keep more (same table), which the
+// check after apply measures.
+func compressionKeep(method string) float64 {
+	switch method {
+	case compressionLZ4:
+		return 0.16
+	case compressionZstd:
+		return 0.08
+	}
+	return 0.12 // pglz, and PostgreSQL 14's on
+}
+
+// compressionCPUFactor scales FPIIdleMin per method: pglz is the slowest of the three
+// compressors (PostgreSQL docs, wal_compression; the pgsql-hackers thread the rule cites), so it
+// asks for twice the idle CPU. A choice, not a measurement (docs/rules.md, full-page-images).
+func compressionCPUFactor(method string) float64 {
+	if method == compressionPGLZ || method == compressionOn {
+		return 2
+	}
+	return 1
+}
+
+// compressVerdict is what the decide step concludes about wal_compression.
+type compressVerdict int
+
+const (
+	compressNone       compressVerdict = iota // nothing to say about compression
+	compressFire                              // warning: recommend the method
+	compressUnmeasured                        // info: recommend it; what the WAL's writes cost is unknown
+	compressCPUBusy                           // info advice: the CPU has no room for it
+	compressCheap                             // info advice: the WAL's writes cost nothing measurable
+)
+
+// fullPageDecision is what decideFullPage concludes: the compression verdict, and the
+// checkpoint_timeout to space checkpoints to (0: none).
+type fullPageDecision struct {
+	compress compressVerdict
+	timeout  float64
+}
+
+func evalFullPageImages(in Input) Result {
+	f, lacking := fullPageFactsOf(in)
+	if lacking != "" {
+		return notEnough("%s", lacking)
+	}
+	d := decideFullPage(f, in.Config)
+	var fs []Finding
+	switch d.compress {
+	case compressFire, compressUnmeasured:
+		fs = append(fs, compressionFinding(f, d.compress))
+	case compressCPUBusy, compressCheap:
+		fs = append(fs, compressionAdvice(f, d.compress, in.Config))
+	}
+	if d.timeout > 0 {
+		fs = append(fs, spacingFinding(f, d.timeout))
+	}
+	return found(fs...)
+}
+
+// decideFullPage: images matter when they are most of a WAL that flows fast enough to cost
+// something. Compression comes first (it costs CPU, not recovery time); checkpoints are spaced
+// only where compression is on already or the CPU has no room for it, and only when they are
+// timed (WAL-driven ones are checkpoint-stalls' business).
+func decideFullPage(f fullPageFacts, t Thresholds) fullPageDecision {
+	var d fullPageDecision
+	if !f.fullPageWrites || f.walRate < float64(t.FPIMinWALRate) || f.share < t.FPIShareMin {
+		return d
+	}
+	d.compress = decideCompression(f, t)
+	blocked := f.compressed || d.compress == compressCPUBusy
+	costly := !f.hasWriteCost || f.writeCost >= t.FPIWriteCostMin
+	spacing := t.FPISpacingTimeout.Seconds()
+	if blocked && costly && f.checkpoints > 0 && f.timed >= f.requested && f.hasTimeout && f.timeout < spacing {
+		d.timeout = min(2*f.timeout, spacing)
+	}
+	return d
+}
+
+func decideCompression(f fullPageFacts, t Thresholds) compressVerdict {
+	switch {
+	case f.compressed || f.method == "":
+		return compressNone
+	case f.hasCPU && f.cpuIdle < t.FPIIdleMin*compressionCPUFactor(f.method):
+		return compressCPUBusy
+	case !f.hasWriteCost:
+		return compressUnmeasured
+	case f.writeCost < t.FPIWriteCostMin:
+		return compressCheap
+	}
+	return compressFire
+}
+
+// compressionFinding recommends f.method: a warning where the WAL's writes are measured to
+// cost, info where their cost is unknown.
+func compressionFinding(f fullPageFacts, v compressVerdict) Finding {
+	sev, cost := Warning, f.writeCostText()
+	if v == compressUnmeasured {
+		sev = Info
+	}
+	return Finding{
+		Severity:    sev,
+		Setting:     collector.WALCompression,
+		Current:     f.compression,
+		Recommended: f.method,
+		Action:      ActionReload,
+		Summary: fmt.Sprintf("Full-page images are about %s of the WAL (%s/s over %s: %.0f images, %s at most%s); %s. "+
+			"wal_compression=%s compresses them before they are written.",
+			pct(f.share), collector.FormatBytes(f.walRate), f.window.Span().Round(time.Second), f.fpi, pct(f.upper),
+			f.cpuText(), cost, f.method),
+		Evidence: f.evidence(),
+		ExpectedEffect: "Fewer WAL bytes for the same changes: less to write, archive and replicate, and fewer checkpoints " +
+			"forced by max_wal_size; each image costs CPU to compress. Lab: docs/benchmarks.md, full page images table " +
+			"(pgbench: lz4 kept 0.16 of the images' bytes, pglz 0.12, zstd 0.08; rows of random text: 0.76, 0.97, 0.54).",
+		Predicted: compressionPrediction(f),
+	}
+}
+
+// compressionAdvice says why compression is not recommended although images dominate.
+func compressionAdvice(f fullPageFacts, v compressVerdict, t Thresholds) Finding {
+	why := fmt.Sprintf("the host's CPUs were idle %s of the time, less than the %s compressing with %s needs",
+		pct(f.cpuIdle), pct(t.FPIIdleMin*compressionCPUFactor(f.method)), f.method)
+	if v == compressCheap {
+		why = fmt.Sprintf("%s, less than the %s that makes fewer WAL bytes worth CPU time", f.writeCostText(), pct(t.FPIWriteCostMin))
+	}
+	return Finding{
+		Severity:    Info,
+		Current:     "wal_compression=" + f.compression,
+		Recommended: "wal_compression=" + f.method + " once the WAL's writes cost more or the CPU has room",
+		Action:      ActionAdvice,
+		Summary: fmt.Sprintf("Full-page images are about %s of the WAL (%s/s over %s), but %s: nothing is recommended for wal_compression.",
+			pct(f.share), collector.FormatBytes(f.walRate), f.window.Span().Round(time.Second), why),
+		Evidence:       f.evidence(),
+		ExpectedEffect: "None by itself: it says why the images' share of the WAL is not acted on.",
+	}
+}
+
+// spacingFinding recommends a longer checkpoint_timeout: fewer checkpoints, so fewer first
+// changes to a page after one.
+func spacingFinding(f fullPageFacts, timeout float64) Finding {
+	rec := formatTimeout(timeout)
+	return Finding{
+		Severity:    Info,
+		Setting:     collector.CheckpointTimeout,
+		Current:     f.timeoutText,
+		Recommended: rec,
+		Action:      ActionReload,
+		Summary: fmt.Sprintf("Full-page images are about %s of the WAL (%s/s) with wal_compression=%s%s, and checkpoints are timed every %s: "+
+			"each one makes the next change to every page write the page whole again.",
+			pct(f.share), collector.FormatBytes(f.walRate), f.compression, f.cpuText(), f.timeoutText),
+		Evidence: f.evidence(),
+		ExpectedEffect: "Fewer checkpoints, so fewer images: at most half as many per doubling, when the pages changed between two " +
+			"checkpoints are changed again before the next. Crash recovery replays up to " + rec + " of WAL instead of " +
+			f.timeoutText + ", and max_wal_size must hold that much WAL for the timeout to come first.",
+		Predicted: spacingPrediction(f, timeout),
+	}
+}
+
+// compressionPrediction: the records stay what the load makes; each image keeps
+// compressionKeep of its bytes (docs/rules.md, full-page-images, "Predicted effect").
+func compressionPrediction(f fullPageFacts) *Predicted {
+	keep := compressionKeep(f.method)
+	after := f.walBytes - f.imageBytes*(1-keep)
+	return &Predicted{
+		Name: PredictWALBytesPerRecord, Current: f.walBytes / f.records, Value: after / f.records, Unit: UnitBytesPerRecord,
+		Basis: fmt.Sprintf("%.0f records wrote %s, of which images about %s (%s); wal_compression=%s keeps %.2f of an image's bytes "+
+			"(lab, pgbench)", f.records, collector.FormatBytes(f.walBytes), collector.FormatBytes(f.imageBytes), f.estimate, f.method, keep),
+	}
+}
+
+// spacingPrediction is the best case: images fall with the checkpoints' rate, which holds when
+// every page changed between two checkpoints is changed again before the next.
+func spacingPrediction(f fullPageFacts, timeout float64) *Predicted {
+	keep := f.timeout / timeout
+	after := f.walBytes - f.imageBytes*(1-keep)
+	return &Predicted{
+		Name: PredictWALBytesPerRecord, Current: f.walBytes / f.records, Value: after / f.records, Unit: UnitBytesPerRecord,
+		Basis: fmt.Sprintf("at best: images about %s of %s (%s) fall with the checkpoints' rate, %s -> %s (x%.2f); "+
+			"fewer where the pages changed are not changed again before the next checkpoint",
+			collector.FormatBytes(f.imageBytes), collector.FormatBytes(f.walBytes), f.estimate, f.timeoutText, formatTimeout(timeout), keep),
+	}
+}
+
+// formatTimeout writes seconds as PostgreSQL writes checkpoint_timeout: whole minutes as "10min".
+func formatTimeout(sec float64) string {
+	if s := int64(sec); float64(s) == sec && s%60 == 0 {
+		return fmt.Sprintf("%dmin", s/60)
+	}
+	return fmt.Sprintf("%.0fs", sec)
+}
