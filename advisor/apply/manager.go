@@ -3,6 +3,7 @@ package apply
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -43,6 +44,13 @@ type segmentSizer interface {
 // a GRANT takes effect without a restart of the daemon.
 const privilegeRecheck = 10 * time.Minute
 
+// refusedBackoff is how long settings stay advice after the server refused ALTER SYSTEM for
+// every setting (ErrAlterSystemRefused): a retry fails the same way until its operator changes
+// the server, and each try would spend one of the day's changes. allow_alter_system = off is
+// seen before any try (Writable); an unwritable postgresql.auto.conf costs one failed change,
+// then one try an hour at most.
+const refusedBackoff = time.Hour
+
 // Manager is the apply mode's loop: each time the advisor has a new snapshot it reconciles the
 // journal with the live values, watches the changes it manages (an operator's change, a
 // restart that a pending change waited for), finishes verifications (verified, or rolled back
@@ -60,9 +68,15 @@ type Manager struct {
 	lastSnap    time.Time
 	firstSnap   time.Time
 	advisorOnly map[string]string
-	privChecked time.Time
-	said        map[string]bool
-	dryRunSeen  map[string]string
+	// backoff holds settings whose actuator's server refused ALTER SYSTEM until that time:
+	// checkPrivileges leaves them advice until then.
+	backoff map[string]time.Time
+	// serverRefuses holds the advice-only settings whose server refuses ALTER SYSTEM as a whole
+	// (ErrAlterSystemRefused), not just this role: `apply --yes` then could not do its job.
+	serverRefuses map[string]bool
+	privChecked   time.Time
+	said          map[string]bool
+	dryRunSeen    map[string]string
 
 	mu     sync.RWMutex
 	status Status
@@ -80,15 +94,17 @@ func New(cfg Config, src StateSource, acts []Actuator, logger *zap.Logger) (*Man
 		logger = zap.NewNop()
 	}
 	m := &Manager{
-		cfg:         cfg,
-		src:         src,
-		acts:        acts,
-		journal:     NewJournal(cfg.Journal),
-		logger:      logger.With(zap.String("component", "apply")),
-		history:     rules.NewHistory(historyLimit),
-		advisorOnly: map[string]string{},
-		said:        map[string]bool{},
-		dryRunSeen:  map[string]string{},
+		cfg:           cfg,
+		src:           src,
+		acts:          acts,
+		journal:       NewJournal(cfg.Journal),
+		logger:        logger.With(zap.String("component", "apply")),
+		history:       rules.NewHistory(historyLimit),
+		advisorOnly:   map[string]string{},
+		backoff:       map[string]time.Time{},
+		serverRefuses: map[string]bool{},
+		said:          map[string]bool{},
+		dryRunSeen:    map[string]string{},
 	}
 	m.status = Status{Mode: cfg.Mode, Settings: slices.Clone(cfg.Settings), Reason: modeReason(cfg.Mode)}
 	return m, nil
@@ -271,12 +287,17 @@ func (m *Manager) journalWritable() error {
 func (m *Manager) checkPrivileges(ctx context.Context) {
 	m.privChecked = m.now()
 	for _, s := range m.cfg.Settings {
+		if m.now().Before(m.backoff[s]) {
+			continue
+		}
 		a := m.actuator(s)
 		var why string
+		m.serverRefuses[s] = false
 		if a == nil {
 			why = "no actuator for " + s + " is configured"
 		} else if err := a.Writable(ctx, s); err != nil {
 			why = err.Error()
+			m.serverRefuses[s] = errors.Is(err, ErrAlterSystemRefused)
 		}
 		if why == "" {
 			if m.advisorOnly[s] != "" {
@@ -290,6 +311,22 @@ func (m *Manager) checkPrivileges(ctx context.Context) {
 			m.logger.Warn("apply mode cannot change this setting: it stays advice", zap.String("setting", s), zap.String("reason", why))
 		})
 	}
+}
+
+// backOff keeps every allowed setting of actuator a advice for refusedBackoff after its server
+// refused ALTER SYSTEM as a whole (ErrAlterSystemRefused), with the reason in the status.
+func (m *Manager) backOff(a Actuator, err error) {
+	until := m.now().Add(refusedBackoff)
+	why := fmt.Sprintf("%v; no change is tried before %s", err, until.UTC().Format(time.RFC3339))
+	for _, s := range m.cfg.Settings {
+		if m.actuator(s) == a {
+			m.advisorOnly[s] = why
+			m.backoff[s] = until
+			m.serverRefuses[s] = true
+		}
+	}
+	m.logger.Warn("apply: the server refuses ALTER SYSTEM for every setting; they stay advice until it allows it", zap.Error(err),
+		zap.Time("retry_after", until))
 }
 
 // record appends records to the journal, whose ledger l is: the journal adds them to it.

@@ -38,6 +38,10 @@ func (m *Manager) ApplyPlan(ctx context.Context, plan []Proposal) ([]Proposal, e
 	var errs []error
 	for i := range out {
 		p := &out[i]
+		if p.Refused != "" && m.serverRefuses[p.Finding.Setting] {
+			// The server refuses every change: the command could not do its job (exit 3).
+			errs = append(errs, fmt.Errorf("%s not changed: %s", p.Finding.Setting, p.Refused))
+		}
 		if !p.Allowed() {
 			continue
 		}

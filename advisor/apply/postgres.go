@@ -95,6 +95,19 @@ func (p *Postgres) Writable(ctx context.Context, name string) error {
 		return err
 	}
 	server := p.session.Server()
+	if server.VersionNum >= 170000 {
+		// Asked before the privileges: allow_alter_system = off refuses a superuser too.
+		var allow string
+		err := p.session.Query(ctx, func(ctx context.Context, conn *pgx.Conn) error {
+			return conn.QueryRow(ctx, "SELECT current_setting('allow_alter_system')").Scan(&allow)
+		})
+		if err != nil {
+			return p.opErr("read allow_alter_system", err, "")
+		}
+		if allow == "off" {
+			return fmt.Errorf("%w: %s", ErrAlterSystemRefused, allowAlterSystemOffHint)
+		}
+	}
 	if server.Superuser {
 		return nil
 	}
@@ -197,6 +210,12 @@ func (p *Postgres) Restore(ctx context.Context, name string, old Value) (Value, 
 // operator's decision at failover time, and ALTER SYSTEM there writes the standby's own
 // postgresql.auto.conf. Every apply path (apply, the daemon, rollback) reaches the server here.
 var ErrStandby = errors.New("the server is a standby (in recovery): its settings are its operator's decision at failover time; apply and roll back on the primary")
+
+// ErrAlterSystemRefused is the server refusing ALTER SYSTEM for every setting: allow_alter_system
+// is off (PostgreSQL 17+), or it cannot write its postgresql.auto.conf (owner, mode, an
+// immutable flag). No GRANT helps and a retry fails the same way until its operator changes
+// that, so the manager backs off instead of spending its daily changes (Manager.backOff).
+var ErrAlterSystemRefused = errors.New("the server refuses ALTER SYSTEM")
 
 func (p *Postgres) refuseStandby(ctx context.Context) error {
 	var inRecovery bool
@@ -348,20 +367,29 @@ func (p *Postgres) opErr(op string, err error, hint string) error {
 // alterErr is opErr for a statement that changes setting: a refusal (42501) says what to grant.
 func (p *Postgres) alterErr(op, setting string, err error) error {
 	var pgErr *pgconn.PgError
-	hint := ""
 	if errors.As(err, &pgErr) {
 		switch {
 		case strings.Contains(pgErr.Message, "not allowed in this environment"):
 			// PostgreSQL 17+: allow_alter_system = off. No GRANT helps.
-			hint = "allow_alter_system is off on this server: its settings are managed elsewhere (postgresql.conf, a configuration tool); apply the recommendation there, or drop the setting from --apply.settings"
+			return fmt.Errorf("%w: %w", ErrAlterSystemRefused, p.opErr(op, err, allowAlterSystemOffHint))
 		case strings.Contains(pgErr.Message, "postgresql.auto.conf"):
-			hint = "the server cannot write its postgresql.auto.conf (owner, mode or an immutable flag): fix the file's permissions for the server's user, or apply the recommendation in postgresql.conf"
+			// Checked before 42501: a rename onto an immutable file fails with EPERM, which the
+			// server reports as insufficient privilege, and no GRANT helps there either.
+			return fmt.Errorf("%w: %w", ErrAlterSystemRefused, p.opErr(op, err, autoConfUnwritableHint))
 		case pgErr.Code == "42501":
-			hint = p.privilegeHint(setting)
+			return p.opErr(op, err, p.privilegeHint(setting))
 		}
 	}
-	return p.opErr(op, err, hint)
+	return p.opErr(op, err, "")
 }
+
+// What to do when the server refuses ALTER SYSTEM for every setting (ErrAlterSystemRefused).
+const (
+	allowAlterSystemOffHint = "allow_alter_system is off on this server: its settings are managed elsewhere (postgresql.conf, a configuration tool); " +
+		"apply the recommendation there, or drop the setting from --apply.settings"
+	autoConfUnwritableHint = "the server cannot write its postgresql.auto.conf (owner, mode or an immutable flag): fix the file for the server's user " +
+		"(lsattr/chattr -i, chown, chmod), or apply the recommendation in postgresql.conf"
+)
 
 // quoteLiteral quotes a value for ALTER SYSTEM, which takes no parameters. The values come from
 // the rules and pass the guard's bounds; quoting makes any other value harmless.

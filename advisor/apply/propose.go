@@ -279,6 +279,9 @@ func (m *Manager) change(ctx context.Context, l *ledger, p Proposal, origin stri
 	live, err := a.Set(ctx, f.Setting, f.Recommended)
 	if err != nil {
 		// failed or undo_failed: the live value says whether the undo left the old configuration.
+		if errors.Is(err, ErrAlterSystemRefused) {
+			m.backOff(a, err)
+		}
 		rec, err := m.failed(ctx, c, a, origin, err)
 		m.logger.Warn("apply: change failed", zap.Int("id", intent.ID), zap.String("setting", f.Setting), zap.String("value", f.Recommended),
 			zap.String("outcome", string(rec.Outcome)), zap.Error(err))
