@@ -29,8 +29,9 @@ esac
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 
-# Static, so that the package depends on nothing but what its scripts use.
-(cd "$root" && CGO_ENABLED=0 "$GO" build -trimpath -ldflags "-X main.version=$version" -o "$stage/pgwal-advisor" ./cmd/pgwal-advisor)
+# Static, so that the package depends on nothing but what its scripts use (and no libc is
+# mapped beside the daemon); -s -w as make build (Makefile: panics keep their stack traces).
+(cd "$root" && CGO_ENABLED=0 "$GO" build -trimpath -ldflags "-s -w -X main.version=$version" -o "$stage/pgwal-advisor" ./cmd/pgwal-advisor)
 # The unit as deploy/systemd has it, with the packaged binary's path.
 sed 's#/usr/local/bin/pgwal-advisor#/usr/bin/pgwal-advisor#g' "$root/deploy/systemd/pgwal-advisor.service" > "$stage/pgwal-advisor.service"
 grep -q '^ExecStart=/usr/bin/pgwal-advisor ' "$stage/pgwal-advisor.service" || {

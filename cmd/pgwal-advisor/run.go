@@ -118,6 +118,9 @@ func runDaemon(ctx context.Context, g *cli.Globals, fl *runFlags, flags *pflag.F
 	if err != nil {
 		return usage(err)
 	}
+	// The daemon idles most of its life: a lower collector target keeps its resident memory near
+	// what it holds (advisor/daemon/gc.go). An operator's GOGC wins.
+	daemon.TuneGC(os.Getenv)
 	v, goVersion := cli.BuildVersion(version)
 	d, err := daemon.New(cfg, g.Logger, daemon.Options{
 		ConfigFile: fl.configFile, Hup: hup, ProbeStateDir: probeStateDir, Version: v,

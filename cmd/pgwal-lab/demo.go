@@ -26,12 +26,14 @@ cluster for wal_buffers), times the same insert again and prints a before/after 
 
 The demo shortens one threshold: a measured finding shows after 5 s instead of 2 minutes. The
 evidence the rules need is not shortened (30 s of history, a significant probe difference).
-Everything is removed at the end, also on Ctrl-C. It runs as root (FUSE, and initdb as the
-postgres user). With --web.listen-address the landing page, /metrics and the API are served
+Everything is removed at the end, also on Ctrl-C, except the log file: the advisor's and the
+equipment's logs (JSON lines, at --log.level) go to a new file in the temporary directory, named
+on the first line; --verbose shows them on stderr as well. It runs as root (FUSE, and initdb as
+the postgres user). With --web.listen-address the landing page, /metrics and the API are served
 while it runs.
 
 JSON (--format json): .before_seconds, .after_seconds, .speedup, .applied[] (.setting, .from,
-.to), .findings[].`,
+.to), .findings[], .log_file.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.ProcFS, opts.SysFS = g.ProcFS, g.SysFS
@@ -62,6 +64,7 @@ JSON (--format json): .before_seconds, .after_seconds, .speedup, .applied[] (.se
 	f.DurationVar(&opts.Latency, "latency", 4*time.Millisecond, "sync latency of the simulated disk")
 	f.IntVar(&opts.Rows, "rows", 200000, "rows of the timed bulk insert (seed 001 used 1000000)")
 	f.DurationVar(&opts.Timeout, "timeout", 90*time.Second, "the longest the advisor watches before the demo applies what it found")
+	f.BoolVar(&opts.Verbose, "verbose", false, "show the logs on stderr too, among the steps (they always go to the file the demo names)")
 	f.StringVar(&opts.ListenAddress, "web.listen-address", "", "serve the landing page, /metrics and the API here while the demo runs (e.g. 127.0.0.1:9817)")
 	return cmd
 }

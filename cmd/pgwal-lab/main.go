@@ -39,7 +39,8 @@ func newRootCmd() *cobra.Command {
 		`pgwal-lab holds what the project uses to show and measure pgwal-advisor: throwaway PostgreSQL
 clusters on a simulated slow or lying disk (FUSE), the README's demo and the seed benchmark
 suite, and the measurements of what the probe and the daemon cost (bench-probe, bench-footprint,
-bench-scrape). Nothing here is meant for a production server; the daemon is pgwal-advisor.`, g)
+bench-scrape) and what a fleet of them costs Prometheus (bench-fleet). Nothing here is meant for
+a production server; the daemon is pgwal-advisor.`, g)
 	root.AddCommand(
 		cli.NewVersionCmd("pgwal-lab", version),
 		newDemoCmd(g),
@@ -48,6 +49,7 @@ bench-scrape). Nothing here is meant for a production server; the daemon is pgwa
 		newBenchProbeCmd(g),
 		newBenchFootprintCmd(g),
 		newBenchScrapeCmd(g),
+		newBenchFleetCmd(g),
 	)
 	return root
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/pgwal-advisor/pgwal-advisor/advisor"
 	"github.com/pgwal-advisor/pgwal-advisor/advisor/apply"
@@ -42,6 +43,11 @@ type Options struct {
 	ListenAddress string
 	ProcFS, SysFS string
 	Version       string
+	// LogFile is where the logs of the advisor and of the demo's equipment go ("": a new file
+	// in the temporary directory, kept after the demo); Verbose shows them on the terminal
+	// too, through the logger Run is given.
+	LogFile string
+	Verbose bool
 }
 
 // Applied is one change the demo made.
@@ -63,6 +69,7 @@ type Summary struct {
 	Speedup       float64         `json:"speedup"`
 	Applied       []Applied       `json:"applied"`
 	Findings      []rules.Finding `json:"findings"`
+	LogFile       string          `json:"log_file"`
 }
 
 // watchRows is the size of the statement the advisor watches: on the starting configuration
@@ -89,10 +96,18 @@ func Run(ctx context.Context, w io.Writer, opts Options, logger *zap.Logger) (*S
 	if opts.Timeout == 0 {
 		opts.Timeout = 90 * time.Second
 	}
-	if logger == nil {
-		logger = zap.NewNop()
+	logger, logFile, err := openLog(opts.LogFile, logger, opts.Verbose)
+	if err != nil {
+		return nil, err
 	}
-	sum := &Summary{Rows: opts.Rows, LatencyMS: float64(opts.Latency) / float64(time.Millisecond)}
+	defer logFile.Close()
+	defer func() { _ = logger.Sync() }()
+	shown := "--verbose shows them here too"
+	if opts.Verbose {
+		shown = "and here, --verbose"
+	}
+	fmt.Fprintf(w, "daemon logs: %s (%s)\n", logFile.Name(), shown)
+	sum := &Summary{Rows: opts.Rows, LatencyMS: float64(opts.Latency) / float64(time.Millisecond), LogFile: logFile.Name()}
 
 	base, err := os.MkdirTemp("", "pgwal-demo-")
 	if err != nil {
@@ -204,6 +219,31 @@ func Run(ctx context.Context, w io.Writer, opts Options, logger *zap.Logger) (*S
 	stopAdvisor()
 	writeSummary(w, sum)
 	return sum, nil
+}
+
+// openLog creates the file the logs of the advisor and of the demo's equipment go to, and the
+// logger writing them there as JSON lines at terminal's level; with verbose, terminal gets them
+// too. A newcomer reads the steps and the table; the logs are there for whoever wants them.
+func openLog(path string, terminal *zap.Logger, verbose bool) (*zap.Logger, *os.File, error) {
+	var f *os.File
+	var err error
+	if path == "" {
+		f, err = os.CreateTemp("", "pgwal-demo-*.log")
+	} else {
+		f, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("create the demo's log file: %w", err)
+	}
+	level := zapcore.InfoLevel
+	if terminal != nil {
+		level = zapcore.LevelOf(terminal.Core())
+	}
+	core := zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(f), level)
+	if verbose && terminal != nil {
+		core = zapcore.NewTee(core, terminal.Core())
+	}
+	return zap.New(core), f, nil
 }
 
 // timedInsert runs seed 001's INSERT ... SELECT generate_series once and times it.

@@ -1,8 +1,11 @@
 // Package footprint measures what pgwal-advisor costs the host it runs on (docs/http.md,
-// "Footprint"): the daemon's CPU share of one core and its RSS at the default interval, the
-// latency of /metrics under 50 concurrent scrapers (wrk), and pgbench's tps with and without
-// the daemon. It prints figures, it does not judge them: `pgwal-lab bench-footprint`, which
-// scripts/bench-footprint.sh runs after building the daemon and installing wrk.
+// "Footprint"): first its idle memory and CPU side by side with Debian's postgres_exporter (and
+// other builds of the daemon) watching the same cluster at one scrape a second, in interleaved
+// rounds (Idle); then the daemon's CPU share of one core and its RSS at the default interval,
+// the latency of /metrics under 50 concurrent scrapers (wrk), and pgbench's tps with and
+// without the daemon. It prints figures, it does not judge them: `pgwal-lab bench-footprint`,
+// which scripts/bench-footprint.sh runs after building the daemon and installing what is
+// missing.
 //
 // "Without the daemon" means the daemon stopped with SIGSTOP: it keeps its idle connection and
 // its memory but does nothing, so the runs differ only in what the daemon does. Runs alternate
@@ -10,7 +13,6 @@
 package footprint
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -51,12 +53,19 @@ type Options struct {
 	PgbenchTime    time.Duration
 	PgbenchClients int
 	Scale          int
+	// Idle is the side-by-side idle measurement, run first; IdleOnly skips the rest.
+	Idle     IdleOptions
+	IdleOnly bool
 }
 
 // Run measures and prints the progress and the figures to out. Everything it starts (the
 // cluster, the daemon) is stopped when it returns.
 func Run(ctx context.Context, o Options, out io.Writer) error {
-	for _, tool := range []string{o.Bin, "wrk"} {
+	tools := []string{o.Bin}
+	if !o.IdleOnly {
+		tools = append(tools, "wrk")
+	}
+	for _, tool := range tools {
 		if _, err := exec.LookPath(tool); err != nil {
 			return fmt.Errorf("%s: %w (build with `go build -o bin/pgwal-advisor ./cmd/pgwal-advisor`; apt-get install wrk)", tool, err)
 		}
@@ -75,28 +84,25 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	}
 	defer os.RemoveAll(probeDir)
 
+	if o.Idle.Rounds > 0 {
+		if err := Idle(ctx, o, c, probeDir, out); err != nil {
+			return err
+		}
+	}
+	if o.IdleOnly {
+		return nil
+	}
 	fmt.Fprintf(out, "pgbench -i -s %d\n", o.Scale)
 	if _, err := pgbench.Run(ctx, c, "-i", "-q", "-s", strconv.Itoa(o.Scale)); err != nil {
 		return err
 	}
 
-	addr, err := lab.FreeAddr()
+	daemon, err := lab.StartDaemon(ctx, o.Bin, c, probeDir)
 	if err != nil {
 		return err
 	}
-	daemon := exec.CommandContext(ctx, o.Bin, "run", "--dsn", c.DSN(), "--web.listen-address", addr,
-		"--probe.dir", probeDir, "--log.level", "warn")
-	daemon.Stderr = os.Stderr
-	if err := daemon.Start(); err != nil {
-		return fmt.Errorf("start the daemon: %w", err)
-	}
-	pid := daemon.Process.Pid
-	defer func() {
-		_ = syscall.Kill(pid, syscall.SIGCONT)
-		_ = syscall.Kill(pid, syscall.SIGTERM)
-		_ = daemon.Wait()
-	}()
-	base := "http://" + addr
+	defer daemon.Stop()
+	pid, addr, base := daemon.Pid(), daemon.Addr, daemon.URL("")
 	if err := lab.WaitHTTPOK(ctx, base+"/readyz", 60*time.Second); err != nil {
 		return err
 	}
@@ -129,7 +135,7 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 		return err
 	}
 	elapsed := time.Since(t0).Seconds()
-	rss, hwm, err := memory(pid)
+	steady, err := readStatus(pid)
 	if err != nil {
 		return err
 	}
@@ -148,7 +154,7 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 		return fmt.Errorf("wrk: %w: %s", err, wrkOut)
 	}
 	p99, rps, non2xx := parseWrk(string(wrkOut))
-	_, hwmAfterWrk, err := memory(pid)
+	afterWrk, err := readStatus(pid)
 	if err != nil {
 		return err
 	}
@@ -190,7 +196,8 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	fmt.Fprintln(out, "pgwal-advisor footprint")
 	fmt.Fprintf(out, "  CPU, steady state (%.0f s):        %.3f %% of one core\n", elapsed, 100*(cpu1-cpu0)/elapsed)
 	fmt.Fprintf(out, "  CPU, first %v (probe burst):      %.3f %% of one core\n", o.Warmup, 100*(cpu0-startCPU)/o.Warmup.Seconds())
-	fmt.Fprintf(out, "  RSS, steady state:                 %.1f MB (peak %.1f MB; %.1f MB after wrk)\n", rss/1e6, hwm/1e6, hwmAfterWrk/1e6)
+	fmt.Fprintf(out, "  RSS, steady state:                 %.1f MB (anon %.1f, file %.1f; peak %.1f MB; %.1f MB after wrk)\n",
+		steady.rss/1e6, steady.anon/1e6, steady.file/1e6, steady.hwm/1e6, afterWrk.hwm/1e6)
 	fmt.Fprintf(out, "  /metrics:                          %d bytes\n", size)
 	fmt.Fprintf(out, "  /metrics p99, %d scrapers:         %s (%.0f requests/s, non-2xx: %s)\n", o.WrkConnections, p99, rps, non2xx)
 	// The i-th runs with and without the daemon are neighbours in time (off, on | on, off | ...):
@@ -227,30 +234,6 @@ func cpuSeconds(pid int) (float64, error) {
 		return 0, fmt.Errorf("parse /proc/%d/stat: %w", pid, err)
 	}
 	return (utime + stime) / userHZ, nil
-}
-
-// memory returns VmRSS and VmHWM (peak RSS) in bytes.
-func memory(pid int) (rss, hwm float64, err error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 2 {
-			continue
-		}
-		kb, _ := strconv.ParseFloat(fields[1], 64)
-		switch fields[0] {
-		case "VmRSS:":
-			rss = kb * 1024
-		case "VmHWM:":
-			hwm = kb * 1024
-		}
-	}
-	return rss, hwm, sc.Err()
 }
 
 func scrapeSize(url string) (int, error) {

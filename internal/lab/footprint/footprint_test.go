@@ -42,7 +42,7 @@ func TestCPUSecondsSelf(t *testing.T) {
 	if err != nil || s < 0 {
 		t.Errorf("cpuSeconds(self) = %v, %v", s, err)
 	}
-	if _, _, err := memory(os.Getpid()); err != nil {
-		t.Errorf("memory(self): %v", err)
+	if m, err := readStatus(os.Getpid()); err != nil || m.rss <= 0 || m.rss < m.anon {
+		t.Errorf("readStatus(self) = %+v, %v", m, err)
 	}
 }

@@ -81,19 +81,19 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	}
 	defer os.RemoveAll(probeDir)
 
-	advisorAddr, stopAdvisor, err := startAdvisor(ctx, o.Bin, c, probeDir)
+	advisor, err := lab.StartDaemon(ctx, o.Bin, c, probeDir)
 	if err != nil {
 		return err
 	}
-	defer stopAdvisor()
-	sides := []*side{{name: "pgwal-advisor", url: "http://" + advisorAddr + "/metrics", ready: "http://" + advisorAddr + "/readyz"}}
+	defer advisor.Stop()
+	sides := []*side{{name: "pgwal-advisor", url: advisor.URL("/metrics"), ready: advisor.URL("/readyz")}}
 	if o.Compare != "" {
-		addr, stop, err := startAdvisor(ctx, o.Compare, c, probeDir)
+		compare, err := lab.StartDaemon(ctx, o.Compare, c, probeDir)
 		if err != nil {
 			return err
 		}
-		defer stop()
-		sides = append(sides, &side{name: "pgwal-advisor (--compare)", url: "http://" + addr + "/metrics", ready: "http://" + addr + "/readyz"})
+		defer compare.Stop()
+		sides = append(sides, &side{name: "pgwal-advisor (--compare)", url: compare.URL("/metrics"), ready: compare.URL("/readyz")})
 	}
 	exporterAddr, err := lab.FreeAddr()
 	if err != nil {
@@ -113,7 +113,7 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 		&side{name: "postgres_exporter " + exporterVersion(ctx, o.Exporter), url: exporterURL, ready: exporterURL},
 		// The control: the same daemon's smallest answer. What it costs is the machine's and the
 		// HTTP stack's share of every figure above it, with nothing of /metrics in it.
-		&side{name: "control: pgwal-advisor /healthz", url: "http://" + advisorAddr + "/healthz", ready: "http://" + advisorAddr + "/healthz"})
+		&side{name: "control: pgwal-advisor /healthz", url: advisor.URL("/healthz"), ready: advisor.URL("/healthz")})
 	for _, s := range sides {
 		if err := lab.WaitHTTPOK(ctx, s.ready, 60*time.Second); err != nil {
 			return err
@@ -161,18 +161,6 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	return nil
 }
 
-// startAdvisor runs the daemon at its defaults (--interval 15s, probing every 5 min), as
-// deployed, and returns its address.
-func startAdvisor(ctx context.Context, bin string, c *lab.Cluster, probeDir string) (string, func(), error) {
-	addr, err := lab.FreeAddr()
-	if err != nil {
-		return "", nil, err
-	}
-	stop, err := start(ctx, exec.CommandContext(ctx, bin, "run", "--dsn", c.DSN(),
-		"--web.listen-address", addr, "--probe.dir", probeDir, "--log.level", "warn"))
-	return addr, stop, err
-}
-
 // start starts a command and returns how to stop it (SIGTERM, then wait).
 func start(ctx context.Context, cmd *exec.Cmd) (func(), error) {
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
@@ -194,7 +182,7 @@ func exporterVersion(ctx context.Context, bin string) string {
 }
 
 func wrk(ctx context.Context, o Options, url string) (result, error) {
-	r := result{loadBefore: loadAverage()}
+	r := result{loadBefore: lab.LoadAverage()}
 	args := []string{"-t" + strconv.Itoa(o.Threads), "-c" + strconv.Itoa(o.Connections),
 		"-d" + strconv.Itoa(int(o.Duration.Seconds())) + "s", "--latency",
 		// wrk's default timeout (2 s) would count postgres_exporter's slowest answers as errors
@@ -204,7 +192,7 @@ func wrk(ctx context.Context, o Options, url string) (result, error) {
 		args = append(args, "-H", "Accept-Encoding: gzip")
 	}
 	b, err := exec.CommandContext(ctx, "wrk", append(args, url)...).CombinedOutput()
-	r.loadAt = loadAverage()
+	r.loadAt = lab.LoadAverage()
 	if err != nil {
 		return r, fmt.Errorf("wrk: %w: %s", err, b)
 	}
@@ -254,20 +242,6 @@ func ms(secs float64) string {
 }
 
 func perSecond(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) }
-
-// loadAverage is the first three fields of /proc/loadavg: the machine is shared, and a figure
-// means little without the load it was taken under.
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
-}
 
 func numCPU() int {
 	b, err := os.ReadFile("/proc/cpuinfo")
