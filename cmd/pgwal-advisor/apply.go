@@ -42,7 +42,8 @@ pending restart: PostgreSQL is never restarted), kernel settings in <path.procfs
 compare with); ` + "`pgwal-advisor run --apply=on`" + ` manages them from then on. The way back:
 pgwal-advisor rollback --journal FILE --id ID (or --all). docs/apply.md has the details.
 
-Exit status: 0 when nothing failed, 3 when the check or a change failed, 64 for a usage error.`,
+Exit status: 0 when nothing failed, 3 when the check or a change failed or the server refuses ALTER SYSTEM
+(allow_alter_system off, an unwritable postgresql.auto.conf), 64 for a usage error.`,
 		Example: `  pgwal-advisor apply --dsn "host=/run/postgresql user=postgres" --probe.dir /var/lib/pgwal-advisor/probe
   pgwal-advisor apply --yes --apply.settings wal_sync_method,checkpoint_flush_after`,
 		Args: cobra.NoArgs,
