@@ -103,8 +103,9 @@ func SettingTable() []SettingDef {
 		pg(FullPageWrites, AdviceOnly),
 		// wal_level decides what a standby or a logical decoder can read: never the advisor's call.
 		pg(WALLevel, Observed),
-		// Compressing full-page images costs CPU, not durability: a reload turns it on or off.
-		pg(WALCompression, Applicable),
+		// Compressing full-page images costs CPU, not durability: a reload turns it on or off, and
+		// full-page-images recommends it only with idle CPU to spare (docs/rules.md).
+		pg(WALCompression, AppliedByDefault),
 		pg(CommitDelay, Applicable),
 		pg(CommitSiblings, Applicable),
 		pg(WALWriterDelay, Applicable),

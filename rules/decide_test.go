@@ -1,6 +1,10 @@
 package rules
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/pgwal-advisor/pgwal-advisor/probes"
+)
 
 // The decide steps judge facts alone: these tables hand them facts directly, without building a
 // history, so that each threshold's side of the decision shows in one row.
@@ -127,6 +131,10 @@ func TestDecideFullPage(t *testing.T) {
 		{name: "write cost unknown", f: with(func(f *fullPageFacts) { f.hasWriteCost = false }), want: compressUnmeasured},
 		{name: "writes below FPIWriteCostMin", f: with(func(f *fullPageFacts) { f.writeCost = 0.05 }), want: compressCheap},
 		{name: "no method accepted", f: with(func(f *fullPageFacts) { f.method = "" }), want: compressNone},
+		{name: "WAL below FPIDeviceShareMin of its device's writes", f: with(func(f *fullPageFacts) { f.hasDisk, f.diskRate = true, f.walRate*5 }),
+			want: compressCrowded},
+		{name: "WAL most of its device's writes", f: with(func(f *fullPageFacts) { f.hasDisk, f.diskRate = true, f.walRate*1.5 }), want: compressFire},
+		{name: "device rate zero: not judged on it", f: with(func(f *fullPageFacts) { f.hasDisk, f.diskRate = true, 0 }), want: compressFire},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -135,5 +143,151 @@ func TestDecideFullPage(t *testing.T) {
 				t.Errorf("decideFullPage = %+v, want compress %v, timeout %v", d, tt.want, tt.wantTimeout)
 			}
 		})
+	}
+}
+
+func TestDecideCompression(t *testing.T) {
+	cfg := DefaultThresholds()
+	base := fullPageFacts{walRate: 16 << 20, method: "lz4", cpuIdle: 0.5, hasCPU: true, writeCost: 0.3, hasWriteCost: true}
+	with := func(change func(f *fullPageFacts)) fullPageFacts {
+		f := base
+		change(&f)
+		return f
+	}
+	for _, tt := range []struct {
+		name string
+		f    fullPageFacts
+		want compressVerdict
+	}{
+		{"costly writes, idle CPU", base, compressFire},
+		{"already compressed", with(func(f *fullPageFacts) { f.compressed = true }), compressNone},
+		{"no method accepted", with(func(f *fullPageFacts) { f.method = "" }), compressNone},
+		{"CPU below FPIIdleMin", with(func(f *fullPageFacts) { f.cpuIdle = 0.19 }), compressCPUBusy},
+		{"CPU at FPIIdleMin", with(func(f *fullPageFacts) { f.cpuIdle = 0.2 }), compressFire},
+		{"the WAL under FPIDeviceShareMin of its device's writes", with(func(f *fullPageFacts) { f.hasDisk, f.diskRate = true, f.walRate/0.29 }), compressCrowded},
+		{"the WAL at FPIDeviceShareMin", with(func(f *fullPageFacts) { f.hasDisk, f.diskRate = true, f.walRate/0.3 }), compressFire},
+		{"cost unknown", with(func(f *fullPageFacts) { f.hasWriteCost = false }), compressUnmeasured},
+		{"cost below FPIWriteCostMin", with(func(f *fullPageFacts) { f.writeCost = 0.09 }), compressCheap},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := decideCompression(tt.f, cfg); got != tt.want {
+				t.Errorf("decideCompression = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestDecideOpenSync(t *testing.T) {
+	cfg := DefaultThresholds()
+	costly := openSyncFacts{syncsEveryWrite: true, writes: bufferWrites{Rate: 100, Share: 0.5, PerWrite: 0.004}, cost: 0.4}
+	with := func(change func(f *openSyncFacts)) openSyncFacts {
+		f := costly
+		change(&f)
+		return f
+	}
+	for _, tt := range []struct {
+		name string
+		f    openSyncFacts
+		want verdict
+	}{
+		{"open_* with costly buffer-full writes", costly, verdictFire},
+		{"a method that does not sync every write", with(func(f *openSyncFacts) { f.syncsEveryWrite = false }), verdictQuiet},
+		{"rare buffer-full writes", with(func(f *openSyncFacts) { f.writes.Rate = cfg.BuffersFullMinRate / 2 }), verdictQuiet},
+		{"a small share of the writes", with(func(f *openSyncFacts) { f.writes.Share = cfg.BuffersFullMinShare / 2 }), verdictQuiet},
+		{"cost per write unknown", with(func(f *openSyncFacts) { f.writes.PerWrite = 0 }), verdictUnknown},
+		{"cheap", with(func(f *openSyncFacts) { f.cost = cfg.BuffersFullCost / 2 }), verdictQuiet},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := decideOpenSync(tt.f, cfg); got != tt.want {
+				t.Errorf("decideOpenSync = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestDecideWriteCache(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		f    writeCacheFacts
+		want verdict
+	}{
+		{"syncs faster than the device can persist", writeCacheFacts{verdict: probes.Verdict{Status: probes.VerdictTooFast}}, verdictFire},
+		{"unknown verdict, write-back cache", writeCacheFacts{verdict: probes.Verdict{Status: probes.VerdictUnknown}, writeCache: "write back"}, verdictAdvise},
+		{"unknown verdict, write-through cache", writeCacheFacts{verdict: probes.Verdict{Status: probes.VerdictUnknown}, writeCache: "write through"}, verdictQuiet},
+		{"plausible", writeCacheFacts{verdict: probes.Verdict{Status: probes.VerdictPlausible}, writeCache: "write back"}, verdictQuiet},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := decideWriteCache(tt.f); got != tt.want {
+				t.Errorf("decideWriteCache = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestDecideCheckpoints(t *testing.T) {
+	cfg := DefaultThresholds()
+	// walDriven: 6 requested checkpoints of 1GB each at max_wal_size 1GB, sync phases short.
+	walDriven := checkpointStallFacts{requested: 6, timed: 1, walRate: 8 << 20, walPerCheckpoint: 1 << 30,
+		maxWAL: 1 << 30, hasMaxWAL: true, cct: 0.9, hasCCT: true, timeout: 300, hasTimeout: true}
+	with := func(change func(f *checkpointStallFacts)) checkpointStallFacts {
+		f := walDriven
+		change(&f)
+		return f
+	}
+	for _, tt := range []struct {
+		name                          string
+		f                             checkpointStallFacts
+		walDriven, raise, cct, unexpl bool
+	}{
+		{"WAL-driven: raise max_wal_size", walDriven, true, true, false, false},
+		{"requested but far below the trigger: manual CHECKPOINTs", with(func(f *checkpointStallFacts) { f.walPerCheckpoint = 64 << 20 }),
+			false, false, false, false},
+		{"timed: nothing", with(func(f *checkpointStallFacts) { f.requested, f.timed = 0, 6 }), false, false, false, false},
+		{"slow syncs, low completion target", with(func(f *checkpointStallFacts) {
+			f.requested, f.timed, f.cct, f.cp.syncMean = 0, 6, 0.5, 2*cfg.CheckpointSyncSlow.Seconds()
+		}), false, false, true, false},
+		{"slow syncs, no cause", with(func(f *checkpointStallFacts) {
+			f.requested, f.timed, f.cp.syncMean = 0, 6, 2*cfg.CheckpointSyncSlow.Seconds()
+		}), false, false, false, true},
+		{"slow syncs, flush-after off: flush-after-disabled speaks", with(func(f *checkpointStallFacts) {
+			f.requested, f.timed, f.cp.syncMean, f.flushAfterOff = 0, 6, 2*cfg.CheckpointSyncSlow.Seconds(), true
+		}), false, false, false, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			d := decideCheckpoints(tt.f, cfg)
+			if d.walDriven != tt.walDriven || d.raiseMaxWAL != tt.raise || d.raiseCompletionTarget != tt.cct || d.unexplained != tt.unexpl {
+				t.Errorf("decideCheckpoints = %+v, want walDriven %v, raise max_wal_size %v, raise completion target %v, unexplained %v",
+					d, tt.walDriven, tt.raise, tt.cct, tt.unexpl)
+			}
+			if d.raiseMaxWAL && d.maxWAL <= tt.f.maxWAL {
+				t.Errorf("max_wal_size %d recommended, not above %d", d.maxWAL, tt.f.maxWAL)
+			}
+		})
+	}
+}
+
+func TestDecideSyncMethod(t *testing.T) {
+	cfg := DefaultThresholds()
+	for _, tt := range []struct {
+		name string
+		f    syncMethodFacts
+	}{
+		{"fsync off: fsync-off speaks", syncMethodFacts{fsyncOff: true, method: "fdatasync", accepted: []string{"fdatasync", "open_datasync"}}},
+		{"already the fastest", syncMethodFacts{method: probes.Fdatasync, accepted: []string{probes.Fdatasync, probes.OpenDatasync},
+			probe: seed000Probe(), writesPerSync: 1, current: mres(probes.Fdatasync, 1, 4600, 60, 200)}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if c, ok := decideSyncMethod(tt.f, cfg); ok {
+				t.Errorf("decideSyncMethod = %+v, want no recommendation", c)
+			}
+		})
+	}
+	// Seed 000's device: open_sync takes twice fsync's 4.6 ms, so a syncing-once method wins.
+	all := []string{probes.Fsync, probes.Fdatasync, probes.OpenSync, probes.OpenDatasync}
+	f := syncMethodFacts{method: probes.OpenSync, accepted: all, probe: seed000Probe(), writesPerSync: 1,
+		current: mres(probes.OpenSync, 1, 9200, 90, 200)}
+	c, ok := decideSyncMethod(f, cfg)
+	if !ok || (c.m.Name != probes.Fdatasync && c.m.Name != probes.Fsync) {
+		t.Errorf("seed 000: decideSyncMethod = %+v, %v; want fdatasync or fsync", c.m.Name, ok)
 	}
 }

@@ -79,6 +79,7 @@ const (
 	compressUnmeasured                        // info: recommend it; what the WAL's writes cost is unknown
 	compressCPUBusy                           // info advice: the CPU has no room for it
 	compressCheap                             // info advice: the WAL's writes cost nothing measurable
+	compressCrowded                           // info advice: another writer's bytes are most of the WAL device's writes
 )
 
 // fullPageDecision is what decideFullPage concludes: the compression verdict, and the
@@ -98,7 +99,7 @@ func evalFullPageImages(in Input) Result {
 	switch d.compress {
 	case compressFire, compressUnmeasured:
 		fs = append(fs, compressionFinding(f, d.compress))
-	case compressCPUBusy, compressCheap:
+	case compressCPUBusy, compressCheap, compressCrowded:
 		fs = append(fs, compressionAdvice(f, d.compress, in.Config))
 	}
 	if d.timeout > 0 {
@@ -132,6 +133,10 @@ func decideCompression(f fullPageFacts, t Thresholds) compressVerdict {
 		return compressNone
 	case f.hasCPU && f.cpuIdle < t.FPIIdleMin*compressionCPUFactor(f.method):
 		return compressCPUBusy
+	case f.hasDisk && f.diskRate > 0 && f.walRate/f.diskRate < t.FPIDeviceShareMin:
+		// The default-host matrix's OLTP beside a bulk writer: lz4 took the WAL's bytes down by
+		// four fifths and the commits gained nothing beyond the spread on any device.
+		return compressCrowded
 	case !f.hasWriteCost:
 		return compressUnmeasured
 	case f.writeCost < t.FPIWriteCostMin:
@@ -169,8 +174,13 @@ func compressionFinding(f fullPageFacts, v compressVerdict) Finding {
 func compressionAdvice(f fullPageFacts, v compressVerdict, t Thresholds) Finding {
 	why := fmt.Sprintf("the host's CPUs were idle %s of the time, less than the %s compressing with %s needs",
 		pct(f.cpuIdle), pct(t.FPIIdleMin*compressionCPUFactor(f.method)), f.method)
-	if v == compressCheap {
+	switch v {
+	case compressCheap:
 		why = fmt.Sprintf("%s, less than the %s that makes fewer WAL bytes worth CPU time", f.writeCostText(), pct(t.FPIWriteCostMin))
+	case compressCrowded:
+		why = fmt.Sprintf("the WAL was %s of what its device wrote (%s/s of %s/s), less than %s: another writer's bytes are what its "+
+			"flushes wait behind, and fewer WAL bytes would not be felt (writeback-stalls-wal judges that writer)",
+			pct(f.walRate/f.diskRate), collector.FormatBytes(f.walRate), collector.FormatBytes(f.diskRate), pct(t.FPIDeviceShareMin))
 	}
 	return Finding{
 		Severity:    Info,

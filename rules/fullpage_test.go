@@ -71,6 +71,12 @@ func TestFullPageImages(t *testing.T) {
 	pg13.noWAL, pg13.mutate = true, nil
 	cold := imagesScenario("off", enumvals15, 0.5, flushWaits30, 0)
 	cold.steps = 2
+	// OLTP beside a bulk writer: the device wrote 67MB/s, the WAL 15.6MB/s of it.
+	crowded := imagesScenario("off", enumvals15, 0.5, flushWaits30, 0)
+	crowded.diskBytes = 67e6 * 15
+	// OLTP alone: the device wrote the WAL and as much again of data.
+	oltp := imagesScenario("off", enumvals15, 0.5, flushWaits30, 0)
+	oltp.diskBytes = 2 * 233.58e6
 	noSetting := imagesScenario("off", enumvals15, 0.5, flushWaits30, 0)
 	delete(noSetting.settings, collector.WALCompression)
 
@@ -98,6 +104,8 @@ func TestFullPageImages(t *testing.T) {
 			want: []wantFinding{{collector.WALCompression, Info, "lz4"}}},
 		{name: "CPU unknown: judged on the write cost", sc: imagesScenario("off", enumvals15, noCPU, flushWaits30, 0),
 			want: []wantFinding{{collector.WALCompression, Warning, "lz4"}}},
+		{name: "another writer's bytes most of the device's: advice", sc: crowded, want: []wantFinding{{"", Info, ""}}},
+		{name: "the WAL half its device's writes: recommended", sc: oltp, want: []wantFinding{{collector.WALCompression, Warning, "lz4"}}},
 		{name: "full_page_writes off: the durability rules' business", sc: fpwOff},
 		{name: "little WAL", sc: slow},
 		{name: "PostgreSQL 13: no pg_stat_wal", sc: pg13, notEnough: true},

@@ -235,6 +235,10 @@ type Thresholds struct {
 	// waiting on the WAL's writes) for a warning.
 	FPIIdleMin      float64
 	FPIWriteCostMin float64
+	// FPIDeviceShareMin is the least share of its device's written bytes the WAL must be for
+	// fewer WAL bytes to relieve what its flushes wait behind; below it another writer's bytes
+	// are the device's load (docs/rules.md, full-page-images; docs/benchmarks.md, default hosts).
+	FPIDeviceShareMin float64
 	// FPISpacingTimeout is the longest checkpoint_timeout full-page-images recommends.
 	FPISpacingTimeout time.Duration
 }
@@ -293,6 +297,7 @@ func DefaultThresholds() Thresholds {
 		FPIRecordBytes:    72,
 		FPIIdleMin:        0.2,
 		FPIWriteCostMin:   0.1,
+		FPIDeviceShareMin: 0.3,
 		FPISpacingTimeout: 15 * time.Minute,
 	}
 }
