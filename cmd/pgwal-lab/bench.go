@@ -37,12 +37,15 @@ wal_buffers=64kB/open_datasync), timing (seed 001's statement against the runnin
 check started into it, about 4 minutes), seed002 (1-100 clients of single-row INSERT commits, WAL on the
 disk vs tmpfs), seed003 (16 rate-limited clients across checkpoints, flush-after off), neighbour
 (a bulk writer on the database's file system beside 4 rate-limited clients, over a grid of
-vm.dirty_* and both of the simulated disk's queue models), commit (seed 002's commits under
-commit_delay x commit_siblings x 16-200 clients on 1 ms and 4 ms devices, 3 interleaved rounds).
+vm.dirty_* and both of the simulated disk's queue models), neighbour-elsewhere (the bulk writer
+on a second, slower device), commit (seed 002's commits under commit_delay x commit_siblings x
+16-200 clients on 1 ms and 4 ms devices, 3 interleaved rounds), defaults (PostgreSQL's defaults on
+a fast drive, a cloud volume and a rotating disk under OLTP, a bulk load and OLTP beside a bulk
+writer, against wal_compression and spaced checkpoints).
 
-The full suite takes about 30 minutes without the neighbour and commit scenarios; neighbour
-takes about 30 minutes (2 rounds of 10 runs of 85 s; --neighbour-rounds 1: about 15) and
-commit about 15. --quick runs tiny sizes and few configurations in a few minutes, a smoke test of the harness rather than of the figures. Progress goes to stderr, the
+The full suite takes about 30 minutes without the neighbour, commit and defaults scenarios;
+neighbour takes about 30 minutes (2 rounds of 10 runs of 85 s; --neighbour-rounds 1: about 15),
+neighbour-elsewhere about 18, commit about 15 and defaults about 45. --quick runs tiny sizes and few configurations in a few minutes, a smoke test of the harness rather than of the figures. Progress goes to stderr, the
 tables (markdown) or --format json to stdout; --out also writes the markdown report to a file,
 keeping the prose blocks and the hand-written sections of the file it replaces.
 It must run as root (FUSE, loop devices, /proc/sys/vm) with PostgreSQL's server binaries
@@ -60,6 +63,11 @@ installed. Everything it starts is torn down and vm.dirty_* restored, also on Ct
 			}
 			if opts.NeighbourRounds < 0 || opts.NeighbourWriterMB < 0 {
 				return fmt.Errorf("--neighbour-rounds and --neighbour-mb must not be negative: %w", cli.ErrUsage)
+			}
+			for _, l := range opts.DefaultsLoads {
+				if !slices.Contains(bench.DefaultsLoads(), l) {
+					return fmt.Errorf("--defaults-loads %q: want %s: %w", l, strings.Join(bench.DefaultsLoads(), ", "), cli.ErrUsage)
+				}
 			}
 			if opts.TimingHeadStart < 0 {
 				return fmt.Errorf("--timing-head-start %v: must not be negative: %w", opts.TimingHeadStart, cli.ErrUsage)
@@ -112,6 +120,8 @@ installed. Everything it starts is torn down and vm.dirty_* restored, also on Ct
 	f.BoolVar(&opts.Quick, "quick", false, "tiny sizes and few configurations: a smoke test of the harness (a few minutes)")
 	f.StringSliceVar(&scenarios, "scenario", nil, "scenarios to run, comma-separated: "+strings.Join(bench.ScenarioIDs(), ", ")+" (default all)")
 	f.IntVar(&opts.NeighbourRounds, "neighbour-rounds", 0, "interleaved rounds of the neighbour scenario (0: 2, --quick 1)")
+	f.StringSliceVar(&opts.DefaultsLoads, "defaults-loads", nil, "the defaults scenario's loads to run, comma-separated: "+
+		strings.Join(bench.DefaultsLoads(), ", ")+" (default all; the quick form runs its own)")
 	f.IntVar(&opts.NeighbourWriterMB, "neighbour-mb", 0, "MB the neighbour scenario's bulk writer writes (0: 3000, --quick 300)")
 	f.DurationVar(&opts.TimingHeadStart, "timing-head-start", 0, "how long the timing lab's daemon runs before the statement starts, which sets where in its 15 s snapshot cycle the statement begins (0: 35s)")
 	f.StringSliceVar(&reports, "report", nil, "run nothing: merge these JSON reports (of --format json runs, e.g. one per part of the suite) and render them")

@@ -175,6 +175,8 @@ type watchSpec struct {
 	// load runs the workload until its context ends; an error while the context is live
 	// spoils the round.
 	load func(ctx context.Context) error
+	// rounds caps the check->apply rounds (0: the suite's, sizes.rounds).
+	rounds int
 }
 
 // check runs advisor.Check once over the window while the workload runs, and returns what it
@@ -231,7 +233,11 @@ func (r *runner) advise(ctx context.Context, id string, w watchSpec, start Confi
 		pred          rules.Predicted
 	}
 	var predicted []prediction
-	for round := 1; round <= r.sz.rounds; round++ {
+	rounds := r.sz.rounds
+	if w.rounds > 0 {
+		rounds = w.rounds
+	}
+	for round := 1; round <= rounds; round++ {
 		r.say("%s: advisor round %d: watching the workload for %s", id, round, w.window)
 		res, st, err := r.check(ctx, w)
 		if err != nil {

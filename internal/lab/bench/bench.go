@@ -62,6 +62,7 @@ func scenarios() []scenario {
 		{Neighbour, (*runner).neighbour},
 		{NeighbourElsewhere, (*runner).neighbourElsewhere},
 		{Commit, (*runner).commit},
+		{Defaults, (*runner).defaults},
 	}
 }
 
@@ -91,6 +92,9 @@ type Options struct {
 	Progress io.Writer
 	// Applier applies the advisor's findings; nil means advisor/apply's one-shot (OnceApplier).
 	Applier Applier
+	// DefaultsLoads narrows the defaults scenario's loads (DefaultsLoads) in the full suite;
+	// empty: all of them.
+	DefaultsLoads []string
 	// NeighbourRounds and NeighbourWriterMB override the neighbour scenario's rounds and bulk
 	// writer size (0: the suite's, sizesFor).
 	NeighbourRounds   int
@@ -173,6 +177,16 @@ type sizes struct {
 	cgClients            []int
 	cgLatencies          []time.Duration
 	cgDelays, cgSiblings []int
+
+	// The default-host matrix: devices (fullpage.Devices' names) and loads, pgbench scale, the
+	// OLTP runs' seconds, the bulk load's rows, the writer's MB, interleaved rounds, the whole
+	// grid and the static tuners (quick: lz4 only), the loop volume's size; dfRounds caps the
+	// advisor's rounds (quick: one, which applies and is not checked; 0: rounds).
+	dfDevices, dfLoads                  []string
+	dfScale, dfSecs, dfRows, dfWriterMB int
+	dfRuns, dfRounds                    int
+	dfGrid                              bool
+	dfVolume                            int64
 }
 
 func sizesFor(quick bool) sizes {
@@ -186,6 +200,8 @@ func sizesFor(quick bool) sizes {
 			s003Scale: 5, s003Secs: 35, s003Rate: 600,
 			nbScale: 5, nbWriterMB: 300, nbRounds: 1, nbWindow: 32 * time.Second,
 			cgSecs: 3, cgRounds: 1, cgClients: []int{16}, cgLatencies: []time.Duration{4 * time.Millisecond}, cgDelays: []int{2000}, cgSiblings: []int{5},
+			dfDevices: []string{"cloud"}, dfLoads: []string{loadOLTP}, dfScale: 5, dfSecs: 5, dfRows: 100_000, dfWriterMB: 100, dfRuns: 1,
+			dfRounds: 1, dfVolume: 2 << 30,
 		}
 	}
 	return sizes{
@@ -206,6 +222,10 @@ func sizesFor(quick bool) sizes {
 		// default commit_siblings beside a higher one; 3 rounds, about 15 minutes.
 		cgSecs: 6, cgRounds: 3, cgClients: []int{16, 64, 100, 200}, cgLatencies: []time.Duration{time.Millisecond, 4 * time.Millisecond},
 		cgDelays: []int{500, 2000}, cgSiblings: []int{5, 20},
+		// Three devices x three loads, 2 interleaved rounds of 15 s runs (the bulk load: 3M rows, about
+		// 700MB of WAL, more than max_wal_size 1GB lets pass between two checkpoints): about 50 minutes.
+		dfDevices: []string{"fast", "cloud", "hdd"}, dfLoads: DefaultsLoads(),
+		dfScale: 50, dfSecs: 15, dfRows: 3_000_000, dfWriterMB: 1000, dfRuns: 2, dfGrid: true, dfVolume: 8 << 30,
 	}
 }
 
@@ -256,6 +276,9 @@ func Run(ctx context.Context, opts Options, logger *zap.Logger) (*Report, error)
 		return nil, err
 	}
 	r := &runner{opts: opts, sz: sizesFor(opts.Quick), logger: logger, started: time.Now(), static: staticTunerFor(mem)}
+	if len(opts.DefaultsLoads) > 0 && !opts.Quick {
+		r.sz.dfLoads = slices.DeleteFunc(DefaultsLoads(), func(l string) bool { return !slices.Contains(opts.DefaultsLoads, l) })
+	}
 	// The knobs are read once, before anything changes them, and restored at the end whatever
 	// happens: a scenario that fails or is interrupted leaves the kernel as it found it.
 	r.kernel, err = readVMKnobs(opts.ProcFS)

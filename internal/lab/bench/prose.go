@@ -25,6 +25,8 @@ func proseFor(id string) (string, bool) {
 		return seed001Prose, true
 	case NeighbourElsewhere:
 		return elsewhereProse, true
+	case Defaults:
+		return defaultsProse, true
 	}
 	return "", false
 }
@@ -46,6 +48,14 @@ const neighbourProse = `**What a WAL flush waits behind on this stack.** A commi
 	`from the neighbour's: its queue model (serial, or priority for syncs) changes where a flush waits, not where ` +
 	`the WAL's data waits. Where the two queue models' stall seconds agree, a conclusion does not depend on the ` +
 	`simulated disk's queue; where they differ, it does, and the serial model is the pessimistic one.`
+
+// defaultsProse is the default reading of the default-host matrix; rewrite it in the report
+// from the full run's figures: per cell, what the advisor changed and what it gained.
+const defaultsProse = `**What the matrix decided.** A cell's grid gains where one of its configurations' runs all beat ` +
+	`every run of the start; a rule that warned on a cell without such a gain warned falsely, and its threshold moves ` +
+	`(docs/rules.md says which). Every run starts from a CHECKPOINT, so the OLTP loads measure the first seconds of a ` +
+	`checkpoint cycle, when images are most of the WAL: spacing checkpoints shows only where the load writes enough ` +
+	`WAL to start one (the bulk load).`
 
 // seed001Prose says why the static-tuner target stands missed: the target is kept, as a
 // reader of the report should see it scored, not quietly dropped.

@@ -124,6 +124,8 @@ func writeScenario(b *strings.Builder, s *ScenarioResult) {
 		writeCommitTables(b, s.Commit)
 	case (s.ID == Neighbour || s.ID == NeighbourElsewhere) && len(s.Configs) > 0:
 		writeNeighbourTable(b, s)
+	case len(s.Cells) > 0:
+		writeDefaultsCells(b, s)
 	case len(s.Configs) > 0:
 		writeValueTable(b, s)
 	}

@@ -34,6 +34,8 @@ type ScenarioResult struct {
 	VolatileCheck *VolatileCheck `json:"volatile_check,omitempty"`
 	// Commit is the commit scenario's grid.
 	Commit *CommitGrid `json:"commit,omitempty"`
+	// Cells are the default-host matrix's cells, each a scenario of its own: a device and a load.
+	Cells []*ScenarioResult `json:"cells,omitempty"`
 	// Timing is seed 001's timing lab.
 	Timing          *Timing  `json:"timing,omitempty"`
 	Targets         []Target `json:"targets,omitempty"`
@@ -54,6 +56,8 @@ type ConfigResult struct {
 	Smooth *Smoothness `json:"smoothness,omitempty"`
 	// Neighbour holds the neighbour scenario's runs, in the order they ran.
 	Neighbour []*neighbour.Run `json:"neighbour_runs,omitempty"`
+	// Defaults holds a default-host cell's runs, in the order they ran.
+	Defaults []*DefaultsRun `json:"defaults_runs,omitempty"`
 }
 
 // ClientsResult is seed 002's throughput at one number of clients.

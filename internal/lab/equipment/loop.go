@@ -37,6 +37,7 @@ func (e *Set) LoopVolume(ctx context.Context, scenario string, opts simdisk.Opti
 	}
 	disk.SetBandwidth(0)
 	disk.SetLatency(0)
+	disk.SetIOPS(0)
 	mnt, err := e.Dir("", "ext4-")
 	if err != nil {
 		return nil, err
@@ -54,10 +55,11 @@ func (e *Set) LoopVolume(ctx context.Context, scenario string, opts simdisk.Opti
 	return v, nil
 }
 
-// Throttle puts the simulated disk's bandwidth and latency of opts in force.
+// Throttle puts the simulated disk's bandwidth, latency and IOPS cap of opts in force.
 func (v *LoopVolume) Throttle(opts simdisk.Options) {
 	v.Disk.SetBandwidth(opts.BandwidthBytesPerSec)
 	v.Disk.SetLatency(opts.Latency)
+	v.Disk.SetIOPS(opts.IOPS)
 }
 
 // LoopStack is the device of seed 003 and the neighbour scenario: a LoopVolume and a cluster

@@ -297,6 +297,9 @@ func (d *Disk) Source() string { return d.source }
 // SetLatency changes what each sync costs from now on; negative means 0.
 func (d *Disk) SetLatency(latency time.Duration) { d.dev.setLatency(latency) }
 
+// SetIOPS changes the cap on operations started per second from now on; 0 or negative: none.
+func (d *Disk) SetIOPS(perSec int64) { d.dev.setIOPS(perSec) }
+
 // SetJitter changes the jitter added to each sync from now on; negative means 0.
 func (d *Disk) SetJitter(jitter time.Duration) { d.dev.setJitter(jitter) }
 
