@@ -40,3 +40,40 @@ func TestEveryRuleHasTableTest(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryDecideStepTested guards the second half of step 3 of "Add a rule": every decide step
+// (a non-test function named decide<Topic>) is called from a test of this package, so that each
+// threshold's side of the decision shows in a row of facts (rules/decide_test.go).
+func TestEveryDecideStepTested(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	decide := map[string]bool{} // decide steps -> called from a test
+	fset := token.NewFileSet()
+	for _, name := range files {
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		test := strings.HasSuffix(name, "_test.go")
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.FuncDecl:
+				if !test && n.Recv == nil && strings.HasPrefix(n.Name.Name, "decide") {
+					decide[n.Name.Name] = decide[n.Name.Name] || false
+				}
+			case *ast.CallExpr:
+				if id, ok := n.Fun.(*ast.Ident); ok && test && strings.HasPrefix(id.Name, "decide") {
+					decide[id.Name] = true
+				}
+			}
+			return true
+		})
+	}
+	for name, called := range decide {
+		if !called {
+			t.Errorf("decide step %s is called from no test: add a table of facts to rules/decide_test.go (CONTRIBUTING.md, Add a rule, step 3)", name)
+		}
+	}
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pgwal-advisor/pgwal-advisor/internal/cli"
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab"
+	"github.com/pgwal-advisor/pgwal-advisor/internal/lab/bench"
 )
 
 // benchCmd runs the bench command on its own, with the globals the root would have set.
@@ -48,6 +49,19 @@ func TestBenchUsageErrors(t *testing.T) {
 	stderr := stderrBuf.String()
 	if code != cli.ExitBadUsage || !strings.Contains(stderr, "seed009") {
 		t.Errorf("bench --scenario seed009: exit %d, stderr %q; want %d naming the scenario", code, stderr, cli.ExitBadUsage)
+	}
+}
+
+// TestBenchHelpNamesEveryScenario guards the lab-scenario recipe's first step
+// (CONTRIBUTING.md): `bench --help` describes every scenario of the suite's table.
+func TestBenchHelpNamesEveryScenario(t *testing.T) {
+	long := newBenchCmd(&cli.Globals{}).Long
+	scenarios, _, _ := strings.Cut(long[strings.Index(long, "Scenarios:"):], "\n\n")
+	scenarios = strings.Join(strings.Fields(scenarios), " ")
+	for _, id := range bench.ScenarioIDs() {
+		if !strings.Contains(scenarios, id+" (") {
+			t.Errorf("bench --help's Scenarios paragraph does not describe %s: add \"%s (what it measures)\" (CONTRIBUTING.md, Add a lab scenario, step 1)", id, id)
+		}
 	}
 }
 
