@@ -144,14 +144,7 @@ func writeScenario(b *strings.Builder, s *ScenarioResult) {
 		b.WriteString("\n")
 	}
 	for _, t := range s.Targets {
-		verdict := "MISSED"
-		switch {
-		case !t.Scored:
-			verdict = "NOT SCORED"
-		case t.Met:
-			verdict = "MET"
-		}
-		fmt.Fprintf(b, "Target - %s: %s (%s).\n\n", t.Name, verdict, t.Got)
+		fmt.Fprintf(b, "Target - %s: %s (%s).\n\n", t.Name, t.verdict(), t.Got)
 	}
 	for _, n := range s.Notes {
 		fmt.Fprintf(b, "%s\n\n", n)
@@ -160,6 +153,17 @@ func writeScenario(b *strings.Builder, s *ScenarioResult) {
 		writeProse(b, s.ID, text)
 	}
 	fmt.Fprintf(b, "Scenario time: %s.\n\n", (time.Duration(s.DurationSeconds) * time.Second).String())
+}
+
+// verdict is the target's verdict as a scenario's text states it.
+func (t Target) verdict() string {
+	switch {
+	case !t.Scored:
+		return "NOT SCORED"
+	case t.Met:
+		return "MET"
+	}
+	return "MISSED"
 }
 
 func roles(c ConfigResult, best string) string {

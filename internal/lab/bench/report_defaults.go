@@ -160,14 +160,7 @@ func writeDefaultsCells(b *strings.Builder, s *ScenarioResult) {
 		writeDefaultsTable(b, cell)
 		writeAdvisor(b, cell)
 		for _, t := range cell.Targets {
-			verdict := "MISSED"
-			switch {
-			case !t.Scored:
-				verdict = "NOT SCORED"
-			case t.Met:
-				verdict = "MET"
-			}
-			fmt.Fprintf(b, "- Target - %s: %s (%s).\n", t.Name, verdict, t.Got)
+			fmt.Fprintf(b, "- Target - %s: %s (%s).\n", t.Name, t.verdict(), t.Got)
 		}
 		b.WriteString("\n")
 		if n := spreadNote(cell); n != "" {
