@@ -155,6 +155,7 @@ func Limits() []Limit {
 		{Key: "thresholds.fpi_record_bytes", Kind: Number, Min: 24, Max: 8192},
 		{Key: "thresholds.fpi_idle_min", Kind: Ratio, Min: 0, Max: 1},
 		{Key: "thresholds.fpi_write_cost_min", Kind: Number, Min: 0, Max: 1e4},
+		{Key: "thresholds.fpi_device_share_min", Kind: Ratio, Min: 0, Max: 1},
 		// checkpoint_timeout's own range (PostgreSQL docs: 30s to 1d).
 		{Key: "thresholds.fpi_spacing_timeout", Kind: Duration, Min: dur(30 * time.Second), Max: dur(day)},
 	}
