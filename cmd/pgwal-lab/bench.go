@@ -64,6 +64,11 @@ installed. Everything it starts is torn down and vm.dirty_* restored, also on Ct
 			if opts.NeighbourRounds < 0 || opts.NeighbourWriterMB < 0 {
 				return fmt.Errorf("--neighbour-rounds and --neighbour-mb must not be negative: %w", cli.ErrUsage)
 			}
+			for _, d := range opts.DefaultsDevices {
+				if !slices.Contains(bench.DefaultsDevices(), d) {
+					return fmt.Errorf("--defaults-devices %q: want %s: %w", d, strings.Join(bench.DefaultsDevices(), ", "), cli.ErrUsage)
+				}
+			}
 			for _, l := range opts.DefaultsLoads {
 				if !slices.Contains(bench.DefaultsLoads(), l) {
 					return fmt.Errorf("--defaults-loads %q: want %s: %w", l, strings.Join(bench.DefaultsLoads(), ", "), cli.ErrUsage)
@@ -120,6 +125,8 @@ installed. Everything it starts is torn down and vm.dirty_* restored, also on Ct
 	f.BoolVar(&opts.Quick, "quick", false, "tiny sizes and few configurations: a smoke test of the harness (a few minutes)")
 	f.StringSliceVar(&scenarios, "scenario", nil, "scenarios to run, comma-separated: "+strings.Join(bench.ScenarioIDs(), ", ")+" (default all)")
 	f.IntVar(&opts.NeighbourRounds, "neighbour-rounds", 0, "interleaved rounds of the neighbour scenario (0: 2, --quick 1)")
+	f.StringSliceVar(&opts.DefaultsDevices, "defaults-devices", nil, "the defaults scenario's devices to run, comma-separated: "+
+		strings.Join(bench.DefaultsDevices(), ", ")+" (default all; the quick form runs its own)")
 	f.StringSliceVar(&opts.DefaultsLoads, "defaults-loads", nil, "the defaults scenario's loads to run, comma-separated: "+
 		strings.Join(bench.DefaultsLoads(), ", ")+" (default all; the quick form runs its own)")
 	f.IntVar(&opts.NeighbourWriterMB, "neighbour-mb", 0, "MB the neighbour scenario's bulk writer writes (0: 3000, --quick 300)")

@@ -37,6 +37,8 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"--scenario", "neighbour", "--neighbour-rounds", "-1"},
 		{"--scenario", "neighbour", "--neighbour-mb", "-300"},
 		{"--scenario", "timing", "--timing-head-start", "-5s"},
+		{"--scenario", "defaults", "--defaults-loads", "oltp,nope"},
+		{"--scenario", "defaults", "--defaults-devices", "ssd"},
 	} {
 		_, _, err := benchCmd(t, "table", args...)
 		if !errors.Is(err, cli.ErrUsage) {

@@ -92,9 +92,9 @@ type Options struct {
 	Progress io.Writer
 	// Applier applies the advisor's findings; nil means advisor/apply's one-shot (OnceApplier).
 	Applier Applier
-	// DefaultsLoads narrows the defaults scenario's loads (DefaultsLoads) in the full suite;
-	// empty: all of them.
-	DefaultsLoads []string
+	// DefaultsLoads and DefaultsDevices narrow the defaults scenario's loads (DefaultsLoads)
+	// and devices (DefaultsDevices) in the full suite; empty: all of them.
+	DefaultsLoads, DefaultsDevices []string
 	// NeighbourRounds and NeighbourWriterMB override the neighbour scenario's rounds and bulk
 	// writer size (0: the suite's, sizesFor).
 	NeighbourRounds   int

@@ -23,6 +23,15 @@ const (
 	loadMixed = "oltp + bulk writer"
 )
 
+// DefaultsDevices are the matrix's devices (fullpage.Devices), in running order.
+func DefaultsDevices() []string {
+	var names []string
+	for _, d := range fullpage.Devices() {
+		names = append(names, d.Name)
+	}
+	return names
+}
+
 // DefaultsLoads are the matrix's loads, in running order.
 func DefaultsLoads() []string { return []string{loadOLTP, loadBulk, loadMixed} }
 
@@ -67,8 +76,12 @@ func (r *runner) defaults(ctx context.Context) (*ScenarioResult, error) {
 		Base: defaultsBase(), Metric: "per cell", Runs: sz.dfRuns,
 	}
 	static := staticTunerFor(defaultsHostMemory)
+	devices := sz.dfDevices
+	if len(r.opts.DefaultsDevices) > 0 && !r.opts.Quick {
+		devices = r.opts.DefaultsDevices
+	}
 	for _, dev := range fullpage.Devices() {
-		if !slices.Contains(sz.dfDevices, dev.Name) {
+		if !slices.Contains(devices, dev.Name) {
 			continue
 		}
 		if err := r.defaultsDevice(ctx, res, dev, static); err != nil {
@@ -132,7 +145,13 @@ func (r *runner) defaultsCell(ctx context.Context, rig *dfRig, load string, stat
 	if err != nil {
 		return cell, err
 	}
-	adv, advCfg, err := r.advise(ctx, id, watchSpec{cluster: c, probeDir: rig.st.Probe, window: r.sz.window,
+	// The bulk load starts a checkpoint about once a load (20-25 s here); checkpoint-stalls needs
+	// two in its window to call them WAL-driven, as the daemon's hours of history would show.
+	window := r.sz.window
+	if load == loadBulk && !r.opts.Quick {
+		window = max(window, 70*time.Second)
+	}
+	adv, advCfg, err := r.advise(ctx, id, watchSpec{cluster: c, probeDir: rig.st.Probe, window: window,
 		load: func(ctx context.Context) error { return rig.loop(ctx, load) }, rounds: r.sz.dfRounds}, start, journal)
 	cell.Advisor, cell.AdvisorChanges = adv, advisorSettings(start, advCfg)
 	if err != nil {
