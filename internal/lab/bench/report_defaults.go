@@ -29,7 +29,7 @@ func (s *ScenarioResult) beyond(a, b *ConfigResult) bool {
 
 // cellTargets scores one cell: the advisor no worse than the start beyond the spread and within
 // 1.1x of the grid's best; on the bandwidth-bound cells better than the static tuners beyond the
-// spread; no warning where the grid found no gain; the applied changes' predictions within 30%.
+// spread; no warning where nothing measured gained; the applied changes' predictions within 30%.
 func cellTargets(cell *ScenarioResult) []Target {
 	adv, start := cell.withRole(RoleAdvisor), cell.withRole(RoleStart)
 	best, static := cell.config(cell.GridBest), cell.withRole(RoleStatic)
@@ -51,13 +51,15 @@ func cellTargets(cell *ScenarioResult) []Target {
 		out = append(out, Target{Name: "beats the static tuners beyond the spread", Scored: true, Met: cell.beyond(adv, static),
 			Got: "advisor " + vs(adv) + ", static tuners " + vs(static)})
 	}
-	if !cell.beyond(best, start) {
+	// A warning is justified by a measured gain: the grid's best or the advisor's own
+	// configuration (which may change what the grid does not, wal_buffers) beyond the spread.
+	if !cell.beyond(best, start) && !cell.beyond(adv, start) {
 		warned := cellWarnings(cell)
-		got := "the grid found no gain beyond the spread; no warning"
+		got := "neither the grid nor the advisor's configuration gained beyond the spread; no warning"
 		if len(warned) > 0 {
-			got = "the grid found no gain beyond the spread; warnings: " + strings.Join(warned, ", ")
+			got = "neither the grid nor the advisor's configuration gained beyond the spread; warnings: " + strings.Join(warned, ", ")
 		}
-		out = append(out, Target{Name: "no warning where the grid found no gain", Scored: true, Met: len(warned) == 0, Got: got})
+		out = append(out, Target{Name: "no warning where nothing gained", Scored: true, Met: len(warned) == 0, Got: got})
 	}
 	if p := predictionTarget(cell); p.Scored {
 		out = append(out, p)
