@@ -33,6 +33,9 @@ const (
 const (
 	KnobDirtyBackgroundBytes = "vm.dirty_background_bytes"
 	KnobDirtyBytes           = "vm.dirty_bytes"
+	// KnobDirtyThresholds is the pair of thresholds, background and dirty, changed as one
+	// (advisor/apply: "10%/20%" or byte counts); the apply mode writes the four files it stands for.
+	KnobDirtyThresholds = "vm.dirty_thresholds"
 )
 
 // Facts of the host and of the advisor's own configuration that a rule may name as the thing
@@ -126,6 +129,7 @@ func SettingTable() []SettingDef {
 
 		{Name: KnobDirtyBackgroundBytes, Source: FromKernel, Apply: AppliedByDefault},
 		{Name: KnobDirtyBytes, Source: FromKernel, Apply: AppliedByDefault},
+		{Name: KnobDirtyThresholds, Source: FromKernel, Apply: AppliedByDefault},
 
 		{Name: HostWALFileSystem, Source: FromHost, Apply: AdviceOnly},
 		{Name: HostMountOptions, Source: FromHost, Apply: AdviceOnly},

@@ -37,6 +37,10 @@ type StallFacts struct {
 	walBytes, hostBytes, walRate float64
 }
 
+// Span is the first stalled interval's start and the last one's end; zero times when nothing
+// stalled.
+func (s StallFacts) Span() (from, to time.Time) { return s.from, s.to }
+
 // Stall measures the WAL's write-back stall over a history with thresholds t (the zero value
 // means DefaultThresholds): the figure writeback-stalls-wal fires on and apply verifies by.
 func Stall(h *History, t Thresholds) StallFacts {

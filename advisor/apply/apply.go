@@ -217,6 +217,8 @@ func specs() []spec {
 		// starting on every few pages, which would make every write synchronous in effect.
 		{name: KnobDirtyBackgroundBytes, kind: kindKernelBytes, family: kernelFamily, min: 4 * MB, max: 1 << 40, bounds: "4MB..1TB, and below the dirty threshold"},
 		{name: KnobDirtyBytes, kind: kindKernelBytes, family: kernelFamily, min: 8 * MB, max: 1 << 40, bounds: "8MB..1TB, and above the background threshold"},
+		// Both thresholds as one change (dirtypair.go): what writeback-stalls-wal recommends.
+		{name: KnobDirtyThresholds, kind: kindKernelPair, family: kernelFamily, bounds: dirtyPairBounds},
 	}
 }
 

@@ -68,6 +68,9 @@ func FuzzCheckWrite(f *testing.F) {
 	f.Add("wal_sync_method", "open_sync", "", "", "")
 	f.Add(KnobDirtyBytes, "0", "", "/etc/passwd", "20")
 	f.Add(KnobDirtyBytes, "67108864", "", "/sysctl.d/90-pgwal-advisor.conf", "0")
+	f.Add(KnobDirtyThresholds, "10%/20%", "", "/sysctl.d/90-pgwal-advisor.conf", "")
+	f.Add(KnobDirtyThresholds, "0%/0%", "", "/etc/passwd", "")
+	f.Add(KnobDirtyThresholds, "67108864/20%", "", "", "20")
 	dir := f.TempDir()
 	configured := filepath.Join(dir, "90-pgwal-advisor.conf")
 	f.Fuzz(func(t *testing.T, setting, value, autoConf, sysctlFile, twin string) {
@@ -99,12 +102,43 @@ func FuzzCheckWrite(f *testing.F) {
 			if n, isNum, nerr := numeric(sp, value); isNum && (nerr != nil || (n != 0 || o == nil) && (n < sp.min || n > sp.max)) {
 				t.Fatalf("let through %s=%q (%v, bounds %s)", setting, value, nerr, sp.bounds)
 			}
+			if setting == KnobDirtyThresholds {
+				p, perr := parseDirtyPair(value)
+				if perr != nil || (o == nil && checkNewPair(p) != nil) || (o != nil && (o.TwinValue != "" || o.AutoConf != nil)) {
+					t.Fatalf("let through %s=%q (old %+v): %v", setting, value, o, perr)
+				}
+			}
 			if setting == collector.WALSyncMethod && !slices.Contains(probes.DurableMethods(), strings.TrimSpace(value)) {
 				t.Fatalf("let through wal_sync_method=%q", value)
 			}
 			if o != nil && o.SysctlFile != "" && filepath.Dir(o.SysctlFile) != dir {
 				t.Fatalf("let through sysctl_file %q", o.SysctlFile)
 			}
+		}
+	})
+}
+
+// FuzzParseDirtyPair: whatever a journal or a finding holds, a pair that parses has both sides
+// within their bounds and prints as it parses again.
+func FuzzParseDirtyPair(f *testing.F) {
+	for _, s := range []string{"10%/20%", "67108864/536870912", "0/0", "0%/20%", "10%/101%", "-1%/5%", "9223372036854775807/1%", "10%/20%/"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		p, err := parseDirtyPair(s)
+		if err != nil {
+			return
+		}
+		for _, side := range []struct {
+			d   dirtySide
+			min int64
+		}{{p.bg, dirtyBgBytesMin}, {p.dirty, dirtyBytesMin}} {
+			if side.d.ratio && (side.d.n < 1 || side.d.n > 100) || !side.d.ratio && (side.d.n < side.min || side.d.n > dirtyBytesMax) {
+				t.Fatalf("%q parsed to %s, a side out of bounds", s, p)
+			}
+		}
+		if q, err := parseDirtyPair(p.String()); err != nil || q != p {
+			t.Fatalf("%q -> %s -> %v, %v", s, p, q, err)
 		}
 	})
 }

@@ -36,7 +36,7 @@ func judge(f rules.Finding, in guardInput) string {
 	if !ok {
 		return fmt.Sprintf("the apply mode has no bounds or verification for %s", f.Setting)
 	}
-	if (sp.kind == kindKernelBytes) != (f.Action == rules.ActionSysctl) {
+	if isKernel(sp.kind) != (f.Action == rules.ActionSysctl) {
 		return fmt.Sprintf("action %s does not fit %s", f.Action, f.Setting)
 	}
 	if !slices.Contains(in.allowed, f.Setting) {
@@ -48,6 +48,15 @@ func judge(f rules.Finding, in guardInput) string {
 	}
 	if why := checkBounds(sp, target, in); why != "" {
 		return why
+	}
+	if sp.kind == kindKernelPair {
+		p, err := parseDirtyPair(target)
+		if err == nil {
+			err = checkNewPair(p)
+		}
+		if err != nil {
+			return err.Error()
+		}
 	}
 	if f.Setting == collector.WALSyncMethod {
 		if why := checkSyncMethod(target, in); why != "" {

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,14 +40,6 @@ func twinOf(knob string) string {
 	return ""
 }
 
-// pairOf is the other bytes knob of the pair.
-func pairOf(knob string) string {
-	if knob == KnobDirtyBytes {
-		return KnobDirtyBackgroundBytes
-	}
-	return KnobDirtyBytes
-}
-
 // Kernel changes vm.dirty_*_bytes the way an operator would: writes <procfs>/sys/vm/<knob>,
 // reads it back with its ratio twin, and persists the value in a sysctl.d file written
 // atomically (a temporary file in the same directory, fsync, rename, fsync of the directory),
@@ -66,6 +60,9 @@ type Kernel struct {
 	// writeCheck returns an error when path may not be written; tests replace it to act as a
 	// read-only /proc/sys.
 	writeCheck func(path string) error
+	// write writes a knob; tests replace it to make a testdata tree couple twins as the kernel
+	// does (writing one zeroes the other).
+	write func(knob string, n int64) error
 }
 
 // NewKernel returns an actuator over procfs (normally /proc) that persists in sysctlFile
@@ -80,15 +77,18 @@ func NewKernel(procfs, sysctlFile string, logger *zap.Logger) *Kernel {
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	return &Kernel{procfs: procfs, sysctlFile: sysctlFile, logger: logger.With(zap.String("actuator", "kernel")), writeCheck: openForWrite}
+	k := &Kernel{procfs: procfs, sysctlFile: sysctlFile, logger: logger.With(zap.String("actuator", "kernel")), writeCheck: openForWrite}
+	k.write = k.writeKnob
+	return k
 }
 
 // SysctlFile is the configured sysctl.d file; the guard accepts a journal's recorded one only
 // beside it.
 func (k *Kernel) SysctlFile() string { return k.sysctlFile }
 
-// Owns reports whether name is a knob this actuator changes.
-func (k *Kernel) Owns(name string) bool { return twinOf(name) != "" }
+// Owns reports whether name is a knob this actuator changes: a bytes knob, or the pair of
+// thresholds (KnobDirtyThresholds).
+func (k *Kernel) Owns(name string) bool { return twinOf(name) != "" || name == KnobDirtyThresholds }
 
 func (k *Kernel) path(knob string) string {
 	return filepath.Join(k.procfs, "sys", filepath.FromSlash(strings.ReplaceAll(knob, ".", "/")))
@@ -108,6 +108,10 @@ func openForWrite(path string) error {
 func (k *Kernel) Read(_ context.Context, name string) (Value, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if name == KnobDirtyThresholds {
+		v, _, err := k.readPair(k.sysctlFile)
+		return v, err
+	}
 	return k.read(name, k.sysctlFile)
 }
 
@@ -175,15 +179,14 @@ func writeHint(err error) error {
 	return err
 }
 
-// Writable returns nil when the knob, its twin and the sysctl.d file's directory may be
-// written, and otherwise why not. It checks both bytes knobs and their twins whichever is
-// asked: writeback-stalls-wal recommends them as a pair, and one written without the other
-// would leave the kernel half-changed.
+// Writable returns nil when the four vm.dirty_* files and the sysctl.d file's directory may be
+// written, and otherwise why not. It checks all four whichever is asked: one knob written
+// without the others would leave the kernel half-changed.
 func (k *Kernel) Writable(_ context.Context, name string) error {
 	if !k.Owns(name) {
 		return fmt.Errorf("the kernel actuator does not change %s", name)
 	}
-	for _, knob := range []string{name, twinOf(name), pairOf(name), twinOf(pairOf(name))} {
+	for _, knob := range dirtyPairKeys() {
 		if err := k.writeCheck(k.path(knob)); err != nil {
 			return fmt.Errorf("cannot write %s: %w", knob, writeHint(err))
 		}
@@ -200,6 +203,9 @@ func (k *Kernel) Writable(_ context.Context, name string) error {
 func (k *Kernel) Set(_ context.Context, name, value string) (Value, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if name == KnobDirtyThresholds {
+		return k.setPair(value)
+	}
 	n, err := parseKnob(value)
 	if err != nil {
 		return Value{}, err
@@ -241,6 +247,9 @@ func (k *Kernel) Set(_ context.Context, name, value string) (Value, error) {
 func (k *Kernel) Restore(_ context.Context, name string, old Value) (Value, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if name == KnobDirtyThresholds {
+		return k.restorePair(old)
+	}
 	return k.restore(name, old)
 }
 
@@ -354,28 +363,36 @@ func (l sysctlLines) get(key string) (string, bool) {
 // updateSysctlFile sets key to *value in the file, or removes it when value is nil, writing the
 // file atomically; a file left with no setting is removed.
 func updateSysctlFile(path, key string, value *string) error {
+	return updateSysctlKeys(path, map[string]*string{key: value})
+}
+
+// updateSysctlKeys sets each key to its value, or removes it where the value is nil, in one
+// atomic write of the file; a file left with no setting is removed.
+func updateSysctlKeys(path string, values map[string]*string) error {
 	lines, err := readSysctlFile(path)
 	if err != nil {
 		return err
 	}
 	var out []string
-	replaced, settings := false, 0
+	replaced, settings := map[string]bool{}, 0
 	for _, line := range lines {
 		k, _, ok := sysctlKey(line)
-		if ok && k == key {
-			if value == nil || replaced {
+		if value, mine := values[k]; ok && mine {
+			if value == nil || replaced[k] {
 				continue
 			}
-			line, replaced = key+" = "+*value, true
+			line, replaced[k] = k+" = "+*value, true
 		}
 		if ok {
 			settings++
 		}
 		out = append(out, line)
 	}
-	if value != nil && !replaced {
-		out = append(out, key+" = "+*value)
-		settings++
+	for _, key := range slices.Sorted(maps.Keys(values)) {
+		if value := values[key]; value != nil && !replaced[key] {
+			out = append(out, key+" = "+*value)
+			settings++
+		}
 	}
 	dir := filepath.Dir(path)
 	if settings == 0 {

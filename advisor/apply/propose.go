@@ -26,6 +26,8 @@ type Proposal struct {
 	Refused string `json:"refused,omitempty"`
 	// Skipped says why nothing is to be done (already live, pending restart, out of date).
 	Skipped string `json:"skipped,omitempty"`
+	// Wait says why a change that may be made is not made yet (a write-back stall still runs).
+	Wait string `json:"wait,omitempty"`
 	// Note says how the finding was chosen among disagreeing ones (journaled with the intent).
 	Note string `json:"note,omitempty"`
 	// ID and Outcome are set once the change was made; Error when it failed.
@@ -35,7 +37,7 @@ type Proposal struct {
 }
 
 // Allowed reports whether the proposal is a change to make.
-func (p Proposal) Allowed() bool { return p.Refused == "" && p.Skipped == "" }
+func (p Proposal) Allowed() bool { return p.Refused == "" && p.Skipped == "" && p.Wait == "" }
 
 // evaluate judges the resolved recommendations (one per setting, rules.Resolve) setting by
 // setting. Refusals that need no live value come first, so that never-auto findings never cause
@@ -130,8 +132,30 @@ func (m *Manager) evaluateSetting(ctx context.Context, l *ledger, st advisor.Sta
 		p.Refused = why
 		return p
 	}
+	if sp, _ := specFor(f.Setting); sp.family == kernelFamily {
+		if why := m.stallInProgress(); why != "" {
+			p.Wait = why
+			return p
+		}
+	}
 	p.Refused = m.advisorOnly[f.Setting]
 	return p
+}
+
+// stallInProgress says why a change judged by the write-back stall waits, or "": the stall
+// still runs and began within the verification window. Made now, the window before the change
+// would hold the stall's start and the window after its rest, so the same stall would be
+// judged against itself; made once it is over, the window before holds all of it and the one
+// after the next. A stall longer than the window fills the window before anyway.
+func (m *Manager) stallInProgress() string {
+	from := m.lastSnap.Add(-m.cfg.VerifyWindow)
+	st := rules.Stall(m.history.Since(from), rules.DefaultThresholds())
+	begin, end := st.Span()
+	if st.Seconds <= 0 || end.Before(m.lastSnap) || !begin.After(from) {
+		return ""
+	}
+	return fmt.Sprintf("the write-back stall that began %s ago still runs: the change waits for its end, so that the figures "+
+		"before it hold the whole stall and verification compares the next one with it", m.lastSnap.Sub(begin).Round(time.Second))
 }
 
 // pick chooses among findings of one setting that are all current. When they recommend

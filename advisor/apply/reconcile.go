@@ -3,6 +3,7 @@ package apply
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	"go.uber.org/zap"
 )
@@ -130,5 +131,6 @@ func configIs(setting string, live, old Value) bool {
 		return a == nil && b == nil || a != nil && b != nil && sameValue(setting, *a, *b)
 	}
 	return sameValue(setting, live.Value, old.Value) && live.PendingRestart == old.PendingRestart &&
-		same(live.AutoConf, old.AutoConf) && live.TwinValue == old.TwinValue && same(live.Persisted, old.Persisted)
+		same(live.AutoConf, old.AutoConf) && live.TwinValue == old.TwinValue && same(live.Persisted, old.Persisted) &&
+		maps.Equal(live.Sysctl, old.Sysctl)
 }

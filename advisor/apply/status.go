@@ -120,6 +120,9 @@ func (m *Manager) publish(l *ledger, props []Proposal, waiting string) {
 		}
 	}
 	for _, p := range props {
+		if p.Wait != "" && st.Waiting == "" {
+			st.Waiting = p.Finding.Setting + ": " + p.Wait
+		}
 		if p.Refused != "" {
 			st.Refused = append(st.Refused, Refusal{Rule: p.Finding.Rule, Setting: p.Finding.Setting, Recommended: p.Finding.Recommended, Reason: p.Refused})
 		}

@@ -18,7 +18,7 @@ func WritePlan(w io.Writer, plan []Proposal, applied bool, journal string) error
 		switch {
 		case p.Refused != "":
 			refused = append(refused, p)
-		case p.Skipped != "":
+		case p.Skipped != "" || p.Wait != "":
 			skipped = append(skipped, p)
 		default:
 			allowed = append(allowed, p)
@@ -70,7 +70,7 @@ func WritePlan(w io.Writer, plan []Proposal, applied bool, journal string) error
 	if len(skipped) > 0 {
 		fmt.Fprintf(tw, "\nNothing to do\n")
 		for _, p := range skipped {
-			fmt.Fprintf(tw, "  %s:\t%s\n", p.Finding.Setting, p.Skipped)
+			fmt.Fprintf(tw, "  %s:\t%s\n", p.Finding.Setting, p.Skipped+p.Wait)
 		}
 	}
 	fmt.Fprintln(tw)

@@ -35,12 +35,21 @@ type Value struct {
 	// Persisted is the value the sysctl.d file held for the knob (nil: none), in SysctlFile.
 	Persisted  *string `json:"persisted,omitempty"`
 	SysctlFile string  `json:"sysctl_file,omitempty"`
+	// Sysctl is what the sysctl.d file held for each of vm.dirty_thresholds' four keys (a key
+	// it held no line for is absent); restoring the pair puts back exactly these lines.
+	Sysctl map[string]string `json:"sysctl,omitempty"`
 }
 
 // kindEnumOrBool is an enum on a server that lists its values (pg_settings.enumvals) and a
 // boolean on one that does not: wal_compression, a boolean up to PostgreSQL 14 and an enum whose
 // on is pglz from 15. It is declared here, with the code that reads it, after the kinds of apply.go.
 const kindEnumOrBool = kindKernelBytes + 1
+
+// kindKernelPair is vm.dirty_thresholds: "BACKGROUND/DIRTY" (dirtypair.go).
+const kindKernelPair = kindEnumOrBool + 1
+
+// isKernel reports whether a kind is written through /proc/sys (action sysctl).
+func isKernel(k kind) bool { return k == kindKernelBytes || k == kindKernelPair }
 
 // sameValue compares two values of a setting the way the server reads them: memory sizes in
 // bytes ("16384kB" is "16MB"), times in seconds, numbers as numbers, names case-insensitively.
@@ -70,6 +79,10 @@ func sameValue(setting, a, b string) bool {
 	case kindKernelBytes:
 		x, err1 := parseKnob(a)
 		y, err2 := parseKnob(b)
+		return err1 == nil && err2 == nil && x == y
+	case kindKernelPair:
+		x, err1 := parseDirtyPair(a)
+		y, err2 := parseDirtyPair(b)
 		return err1 == nil && err2 == nil && x == y
 	}
 	x, err1 := strconv.ParseFloat(a, 64)

@@ -102,12 +102,18 @@ func checkWrite(ctx context.Context, a Actuator, setting, value string, old *Val
 		return err
 	}
 	sp, _ := specFor(setting)
-	if sp.kind == kindKernelBytes {
+	switch sp.kind {
+	case kindKernelBytes:
+		if old != nil && len(old.Sysctl) > 0 {
+			return refuse(setting, "the record carries the lines of %s (sysctl), which a record of %s never holds", KnobDirtyThresholds, setting)
+		}
 		return checkKernelWrite(a, sp, value, old)
+	case kindKernelPair:
+		return checkPairWrite(a, value, old)
 	}
-	if old != nil && (old.SysctlFile != "" || old.Twin != "" || old.TwinValue != "" || old.Persisted != nil) {
+	if old != nil && (old.SysctlFile != "" || old.Twin != "" || old.TwinValue != "" || old.Persisted != nil || len(old.Sysctl) > 0) {
 		// A PostgreSQL setting's record has no kernel fields: one that has them is not ours.
-		return refuse(setting, "the record carries kernel fields (sysctl_file, twin, persisted) for a PostgreSQL setting")
+		return refuse(setting, "the record carries kernel fields (sysctl_file, twin, persisted, sysctl) for a PostgreSQL setting")
 	}
 	values := []string{value}
 	if old != nil && old.AutoConf != nil {
@@ -229,6 +235,46 @@ func checkKernelWrite(a Actuator, sp spec, value string, old *Value) error {
 		return refuse(sp.name, "the actuator has no configured sysctl.d file to check the recorded one %q against", old.SysctlFile)
 	}
 	return checkSysctlPath(sp.name, old.SysctlFile, st.SysctlFile())
+}
+
+// checkPairWrite checks a write of vm.dirty_thresholds: each side within its bounds; a new
+// value both ratios or both bytes with the background below the dirty one; a record with no
+// other kind's fields, sysctl.d lines only of the pair's four keys and within bounds, and a
+// sysctl.d file the advisor's own.
+func checkPairWrite(a Actuator, value string, old *Value) error {
+	const name = KnobDirtyThresholds
+	if strings.ContainsAny(value, "\\\x00\n") {
+		return refuse(name, "value %q holds a backslash, NUL or newline", value)
+	}
+	p, err := parseDirtyPair(value)
+	if err != nil {
+		return refuse(name, "%v", err)
+	}
+	if old == nil {
+		if err := checkNewPair(p); err != nil {
+			return refuse(name, "%v", err)
+		}
+		return nil
+	}
+	if old.Twin != "" || old.TwinValue != "" || old.Persisted != nil || old.AutoConf != nil {
+		return refuse(name, "the record carries fields of another kind of setting (twin, persisted, auto_conf)")
+	}
+	for key, v := range old.Sysctl {
+		if strings.ContainsAny(key+v, "\\\x00\n") {
+			return refuse(name, "the recorded sysctl.d line %q = %q holds a backslash, NUL or newline", key, v)
+		}
+		if err := checkPairSysctlLine(key, v); err != nil {
+			return refuse(name, "%v", err)
+		}
+	}
+	if old.SysctlFile == "" {
+		return nil
+	}
+	st, ok := a.(sysctlTarget)
+	if !ok {
+		return refuse(name, "the actuator has no configured sysctl.d file to check the recorded one %q against", old.SysctlFile)
+	}
+	return checkSysctlPath(name, old.SysctlFile, st.SysctlFile())
 }
 
 // checkSysctlPath refuses a recorded sysctl.d file unless it lies directly in the directory of

@@ -34,6 +34,8 @@ postgresql.conf, an include or the default applies again; then pg_reload_conf().
 setting (wal_buffers) the server already runs with the new value stays pending restart.
 Kernel settings: the ratio and bytes knobs both as they were (the ratio first, then a non-zero
 bytes value), and the sysctl.d file's line as it was (the file is removed when nothing is left).
+A vm.dirty_thresholds change puts back all four vm.dirty_* files and the sysctl.d file's lines
+of them from its one record.
 
 Each change's live value is read first and compared with the journal's: the new value (or one
 waiting for a restart) is restored; the old value already live is recorded rolled back without
