@@ -238,8 +238,9 @@ func TestSeverity(t *testing.T) {
 func TestMeasuredRecommendationsPredict(t *testing.T) {
 	recommending := []string{"sync-method-slow", "open-sync-with-small-buffers", "wal-buffers-small", "checkpoint-stalls", "full-page-images"}
 	// Measured rules whose findings are advice for a person: nothing is applied, so nothing to
-	// verify against a prediction. writeback-stalls-wal recommends vm.dirty_* only for a device
-	// shape a benchmark proved (ProvenDirtyRows, empty); its tests check that path's prediction.
+	// verify against a prediction. writeback-stalls-wal recommends vm.dirty_thresholds only for a
+	// device shape and starting point a benchmark proved (ProvenDirtyRows); its table tests
+	// check that path's prediction.
 	adviceOnly := []string{"write-cache-unsafe", "wal-lock-contention", "writeback-stalls-wal"}
 	for _, r := range All() {
 		if !r.Immediate && !slices.Contains(recommending, r.ID) && !slices.Contains(adviceOnly, r.ID) {

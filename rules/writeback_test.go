@@ -353,24 +353,153 @@ func TestWritebackStallsWALVersions(t *testing.T) {
 	}
 }
 
-// A test-only row for the lab's loop device: the finding switches to vm.dirty_* values that
-// apply can set; without the row, or with the knobs already at its values, it stays advice.
-func TestWritebackStallsWALProvenRow(t *testing.T) {
-	if len(ProvenDirtyRows()) != 0 {
-		t.Fatalf("ProvenDirtyRows holds %d rows: docs/rules.md says it is empty until docs/benchmarks.md proves one", len(ProvenDirtyRows()))
+// lowered sets the kernel of a scenario to tuned's 64MB/512MB on a host with 20GB dirtyable.
+func lowered(bg, dirty int64) func(k *collector.Kernel) {
+	return func(k *collector.Kernel) {
+		k.VM.DirtyBackgroundRatio, k.VM.DirtyRatio = 0, 0
+		k.VM.DirtyBackgroundBytes, k.VM.DirtyBytes = bg, dirty
+		k.DirtyBackgroundThresholdBytes, k.DirtyThresholdBytes = bg, dirty
+		k.Meminfo.MemFreeBytes, k.Meminfo.ActiveFileBytes, k.Meminfo.InactiveFileBytes = 12*gB, 4*gB, 4*gB
 	}
+}
+
+// TestProvenDirtyRows: the table holds exactly the rows docs/benchmarks.md proves. A row added
+// or changed here needs its table in docs/benchmarks.md and a case below.
+func TestProvenDirtyRows(t *testing.T) {
+	want := []DirtyRow{{Shape: ShapeLoop, Bandwidth: BandwidthSlow, LoweredDirtyBytesMax: 1 << 30, BackgroundRatio: 10, DirtyRatio: 20,
+		StallRatio: 45.0 / 55.0}}
+	got := ProvenDirtyRows()
+	if len(got) != len(want) {
+		t.Fatalf("ProvenDirtyRows holds %d rows, want %d", len(got), len(want))
+	}
+	for i := range want {
+		g := got[i]
+		if !strings.Contains(g.Source, "docs/benchmarks.md, neighbour table") {
+			t.Errorf("row %d cites %q, not the neighbour table", i, g.Source)
+		}
+		g.Source = ""
+		if g != want[i] {
+			t.Errorf("row %d = %+v, want %+v", i, g, want[i])
+		}
+	}
+}
+
+// TestWritebackStallsWALRestoreRatios is the table test of ProvenDirtyRows' row: on the lab's
+// loop device at 80 MB/s, lowered thresholds meeting the neighbour's stall bring back the
+// kernel's ratios as one vm.dirty_thresholds change; every other starting point stays advice.
+func TestWritebackStallsWALRestoreRatios(t *testing.T) {
+	rows := ProvenDirtyRows()
+	tuned := neighbour()
+	tuned.kernel = lowered(64*mB, 512*mB)
+	res := evalWritebackStallsWAL(tuned.input(), rows)
+	checkResult(t, res, false, wantFinding{collector.KnobDirtyThresholds, Warning, "10%/20%"})
+	f := res.Findings[0]
+	if f.Action != ActionSysctl || f.Current != "67108864/536870912" {
+		t.Errorf("action %s, current %q: want sysctl from 67108864/536870912", f.Action, f.Current)
+	}
+	if p := f.Predicted; p == nil || p.Current != 20 || p.Value < 16.3 || p.Value > 16.4 {
+		t.Errorf("predicted %+v: want 20 s -> 20 x 45/55 = 16.4 s", p)
+	}
+	if !strings.Contains(f.Summary, "neighbour table") || !strings.Contains(f.Summary, "vm.dirty_thresholds to 10%/20%") {
+		t.Errorf("summary does not cite the table or name the pair: %s", f.Summary)
+	}
+	folklore := neighbour()
+	folklore.kernel = lowered(16*mB, 64*mB)
+	checkResult(t, evalWritebackStallsWAL(folklore.input(), rows), false, wantFinding{collector.KnobDirtyThresholds, Warning, "10%/20%"})
+
+	advice := wantFinding{settingWALDevice, Warning, ""}
+	for name, sc := range map[string]func() wbScenario{
+		"the kernel's ratios already": func() wbScenario { return neighbour() },
+		"bytes above the lowest measured": func() wbScenario {
+			sc := neighbour()
+			sc.kernel = lowered(1*gB, 2*gB)
+			return sc
+		},
+		"ratios not twice the lowered bytes": func() wbScenario {
+			sc := neighbour()
+			sc.kernel = func(k *collector.Kernel) {
+				lowered(64*mB, 512*mB)(k)
+				k.Meminfo.MemFreeBytes, k.Meminfo.ActiveFileBytes, k.Meminfo.InactiveFileBytes = 2*gB, 256*mB, 256*mB
+			}
+			return sc
+		},
+		"only the background bytes": func() wbScenario {
+			sc := neighbour()
+			sc.kernel = func(k *collector.Kernel) {
+				lowered(64*mB, 0)(k)
+				k.VM.DirtyRatio = 20
+			}
+			return sc
+		},
+		"another device shape": func() wbScenario {
+			sc := neighbour()
+			sc.kernel = lowered(64*mB, 512*mB)
+			no := false
+			st := loopStorage()
+			st.DeviceName, st.Rotational = "nvme0n1p1", &no
+			sc.storage = st
+			return sc
+		},
+		"the pile on another device": func() wbScenario {
+			sc := elsewhereScenario()
+			sc.kernel = lowered(64*mB, 512*mB)
+			return sc
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			checkResult(t, evalWritebackStallsWAL(sc().input(), rows), false, advice)
+		})
+	}
+}
+
+// elsewhereScenario: the neighbour's stall and pile, but the WAL's device writes only the WAL:
+// the writer's pile drains to another device.
+func elsewhereScenario() wbScenario {
+	sc := neighbour()
+	sc.phase = func(i int) wbPhase {
+		p := neighbour().phase(i)
+		p.devRate = 1 << 20
+		if i >= 20 && i < 24 {
+			p.devRate = 64 << 10
+		}
+		return p
+	}
+	return sc
+}
+
+// TestWritebackStallsWALElsewhere: the rule names the shape where the pile is another device's
+// and does not tell the operator to move a WAL that already has its own device.
+func TestWritebackStallsWALElsewhere(t *testing.T) {
+	res := evalWritebackStallsWAL(elsewhereScenario().input(), ProvenDirtyRows())
+	checkResult(t, res, false, wantFinding{settingWALDevice, Warning, "the other writer throttled"})
+	f := res.Findings[0]
+	if v, ok := evidence(f, "wal_device_writes_over_pile"); !ok || v >= pileElsewhereShare {
+		t.Errorf("wal_device_writes_over_pile = %v (%v), want below %v", v, ok, pileElsewhereShare)
+	}
+	for _, want := range []string{"another device's", "balance_dirty_pages", "Neighbour elsewhere", "max_bytes"} {
+		if !strings.Contains(f.Summary, want) {
+			t.Errorf("summary lacks %q: %s", want, f.Summary)
+		}
+	}
+	if strings.Contains(f.Summary, "Put pg_wal on a device") {
+		t.Errorf("tells a WAL on its own device to move: %s", f.Summary)
+	}
+	// The same-device neighbour: its device wrote more than the pile.
+	same := evalWritebackStallsWAL(neighbour().input(), nil)
+	if v, _ := evidence(same.Findings[0], "wal_device_writes_over_pile"); v < 0.1 || strings.Contains(same.Findings[0].Summary, "balance_dirty_pages") {
+		t.Errorf("same device: wal_device_writes_over_pile %v, summary %s", v, same.Findings[0].Summary)
+	}
+}
+
+// A test-only bytes row: the finding is one vm.dirty_thresholds change of both bytes values;
+// with the pair already at them, or on another shape, it stays advice.
+func TestWritebackStallsWALBytesRow(t *testing.T) {
 	row := DirtyRow{Shape: ShapeLoop, Bandwidth: BandwidthSlow, BackgroundBytes: 32 * mB, DirtyBytes: 128 * mB, StallRatio: 0.5,
 		Source: "test-only row"}
 	res := evalWritebackStallsWAL(neighbour().input(), []DirtyRow{row})
-	checkResult(t, res, false,
-		wantFinding{collector.KnobDirtyBackgroundBytes, Warning, "33554432"}, wantFinding{collector.KnobDirtyBytes, Warning, "134217728"})
-	for _, f := range res.Findings {
-		if f.Action != ActionSysctl || f.Predicted == nil || f.Predicted.Value != 10 {
-			t.Errorf("%s: action %s, predicted %+v: want sysctl predicting 20 s -> 10 s", f.Setting, f.Action, f.Predicted)
-		}
-		if f.Current != "0 (ratio 10%)" && f.Current != "0 (ratio 20%)" {
-			t.Errorf("%s: current %q, want the ratio in force", f.Setting, f.Current)
-		}
+	checkResult(t, res, false, wantFinding{collector.KnobDirtyThresholds, Warning, "33554432/134217728"})
+	if f := res.Findings[0]; f.Action != ActionSysctl || f.Predicted == nil || f.Predicted.Value != 10 || f.Current != "10%/20%" {
+		t.Errorf("action %s, predicted %+v, current %q: want sysctl from 10%%/20%% predicting 20 s -> 10 s", f.Action, f.Predicted, f.Current)
 	}
 
 	other := row
@@ -378,11 +507,12 @@ func TestWritebackStallsWALProvenRow(t *testing.T) {
 	checkResult(t, evalWritebackStallsWAL(neighbour().input(), []DirtyRow{other}), false, wantFinding{settingWALDevice, Warning, ""})
 
 	already := neighbour()
-	already.kernel = func(k *collector.Kernel) {
-		k.VM.DirtyBackgroundBytes, k.VM.DirtyBytes = 32*mB, 128*mB
-		k.DirtyBackgroundThresholdBytes, k.DirtyThresholdBytes = 32*mB, 128*mB
-	}
+	already.kernel = lowered(32*mB, 128*mB)
 	checkResult(t, evalWritebackStallsWAL(already.input(), []DirtyRow{row}), false, wantFinding{settingWALDevice, Warning, ""})
+
+	insane := row
+	insane.BackgroundBytes = 256 * mB
+	checkResult(t, evalWritebackStallsWAL(neighbour().input(), []DirtyRow{insane}), false, wantFinding{settingWALDevice, Warning, ""})
 
 	tmpfs := neighbour()
 	tmpfs.storage, tmpfs.noDevice = &collector.Storage{FSType: "tmpfs"}, true
