@@ -37,6 +37,9 @@ const (
 	// PredictWALBytesPerRecord is WAL bytes per WAL record: the load's changes make the records,
 	// wal_compression and the checkpoints' spacing how many bytes they take (full-page-images).
 	PredictWALBytesPerRecord = "wal_bytes_per_record"
+	// PredictWritebackStall is the seconds the WAL's flushes stalled behind the kernel's
+	// write-back (Stall, writeback-stalls-wal).
+	PredictWritebackStall = "writeback_stall_seconds"
 )
 
 // walWaitEvents are the wait events PredictWALWait counts.
@@ -109,6 +112,12 @@ func MeasurePredicted(name string, h *History) (float64, bool) {
 			n = done.Delta // 17+ counts skipped timed checkpoints in timed; num_done (18) does not
 		}
 		return n / timed.Seconds, true
+	case PredictWritebackStall:
+		st := Stall(h, DefaultThresholds())
+		if st.Intervals == 0 {
+			return 0, false
+		}
+		return st.Seconds, true
 	}
 	return 0, false
 }

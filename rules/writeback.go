@@ -211,7 +211,7 @@ func writebackFactsOf(in Input) (writebackFacts, string) {
 
 func writebackEvidence(f writebackFacts) []Evidence {
 	s := f.stall
-	ev := []Evidence{{Name: "writeback_stall_seconds", Value: s.Seconds, Unit: UnitSeconds}}
+	ev := []Evidence{{Name: PredictWritebackStall, Value: s.Seconds, Unit: UnitSeconds}}
 	if s.hasFlushDuring {
 		ev = append(ev, Evidence{Name: "wal_flush_seconds_during", Value: s.flushDuring, Unit: UnitSeconds},
 			Evidence{Name: "wal_flush_seconds_worst", Value: s.flushWorst, Unit: UnitSeconds})
@@ -348,7 +348,7 @@ func writebackAdvice(f writebackFacts, summary string, ev []Evidence) Finding {
 		Action:      ActionAdvice,
 		Summary:     summary + text,
 		Evidence:    ev,
-		Predicted: &Predicted{Name: "writeback_stall_seconds", Current: s.Seconds, Value: 0, Unit: UnitSeconds,
+		Predicted: &Predicted{Name: PredictWritebackStall, Current: s.Seconds, Value: 0, Unit: UnitSeconds,
 			Basis: "with no other writer's queue ahead of the WAL's flushes they wait only for their own writes"},
 		ExpectedEffect: "WAL flushes no longer wait behind another writer's write-back: the stall and its flush times go away.",
 	}
@@ -455,7 +455,8 @@ func dirtyFinding(k *collector.Kernel, row DirtyRow, f StallFacts, summary strin
 		return Finding{}, false
 	}
 	effect := fmt.Sprintf("The stall shrinks to about %.0f%% of its length (%s); apply writes the four vm.dirty_* files as one change, "+
-		"verifies it by the stall and rolls it back when it did not help.", row.StallRatio*100, row.Source)
+		"verifies it by the stall and rolls it back when it did not help. A gain this size may be within what one stall on each side "+
+		"can confirm: the lab's daemon rolled it back as not proven (docs/benchmarks.md, neighbour restore phase).", row.StallRatio*100, row.Source)
 	return Finding{
 		Severity:    Warning,
 		Setting:     collector.KnobDirtyThresholds,
@@ -467,7 +468,7 @@ func dirtyFinding(k *collector.Kernel, row DirtyRow, f StallFacts, summary strin
 			row.Shape, row.Bandwidth, want, cur, row.Source, want, collector.FormatBytes(float64(k.DirtyBackgroundThresholdBytes)),
 			collector.FormatBytes(float64(k.DirtyThresholdBytes))),
 		Evidence: ev,
-		Predicted: &Predicted{Name: "writeback_stall_seconds", Current: f.Seconds, Value: f.Seconds * row.StallRatio, Unit: UnitSeconds,
+		Predicted: &Predicted{Name: PredictWritebackStall, Current: f.Seconds, Value: f.Seconds * row.StallRatio, Unit: UnitSeconds,
 			Basis: "the stall's ratio measured for this device shape: " + row.Source},
 		ExpectedEffect: effect,
 	}, true

@@ -400,6 +400,10 @@ func TestWritebackStallsWALRestoreRatios(t *testing.T) {
 	if p := f.Predicted; p == nil || p.Current != 20 || p.Value < 16.3 || p.Value > 16.4 {
 		t.Errorf("predicted %+v: want 20 s -> 20 x 45/55 = 16.4 s", p)
 	}
+	// The prediction's figure is what apply measures after the change: the same measurement.
+	if got, ok := MeasurePredicted(PredictWritebackStall, tuned.input().History); !ok || got != f.Predicted.Current {
+		t.Errorf("MeasurePredicted(%s) = %v, %v; want the finding's current %v", PredictWritebackStall, got, ok, f.Predicted.Current)
+	}
 	if !strings.Contains(f.Summary, "neighbour table") || !strings.Contains(f.Summary, "vm.dirty_thresholds to 10%/20%") {
 		t.Errorf("summary does not cite the table or name the pair: %s", f.Summary)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -443,5 +444,31 @@ func TestManagerKernelWaitsForStallEnd(t *testing.T) {
 	}
 	if st, ok := recs[0].Before.get(FigureWritebackStall); !ok || st.Value < 7 {
 		t.Errorf("the figures before the change hold a stall of %v s (%v), want the whole 8 s", st.Value, ok)
+	}
+}
+
+// TestKernelFiguresPileReported: a kernel change is judged by the stall and the flush waits;
+// the pile is shown, not judged, so that the ratios' larger pile (the lab: 470MB -> 2.6GB) is
+// not called a regression, nor a lower threshold's smaller one an improvement.
+func TestKernelFiguresPileReported(t *testing.T) {
+	for _, s := range []string{KnobDirtyThresholds, KnobDirtyBytes} {
+		if got := figureNames(s); slices.Contains(got, FigureDirtyPeak) || len(got) == 0 || got[0] != FigureWritebackStall {
+			t.Errorf("%s judged by %v, want the stall first and not the pile", s, got)
+		}
+		if !slices.Contains(reportedFigures(s), FigureDirtyPeak) {
+			t.Errorf("%s does not report the pile", s)
+		}
+	}
+	fig := func(name string, v float64, judged bool) Figure {
+		return Figure{Name: name, Value: v, Samples: 100, Enough: true, Judged: judged}
+	}
+	before := &Figures{Figures: []Figure{fig(FigureWritebackStall, 39, true), fig(FigureFlushWaitShare, 0.86, true), fig(FigureDirtyPeak, 470<<20, false)}}
+	after := &Figures{MustImprove: true, Figures: []Figure{fig(FigureWritebackStall, 32, true), fig(FigureFlushWaitShare, 0.77, true), fig(FigureDirtyPeak, 2650<<20, false)}}
+	if v := compare(before, after, DefaultRegression); !v.worse || !strings.Contains(v.reason, "did not help") || strings.Contains(v.reason, FigureDirtyPeak) {
+		t.Errorf("the lab's second pass (stall 39 -> 32 s): %+v; want did not help, the pile not named", v)
+	}
+	after.Figures[0].Value = 20
+	if v := compare(before, after, DefaultRegression); v.worse {
+		t.Errorf("stall 39 -> 20 s with the pile up: %+v; want kept", v)
 	}
 }
