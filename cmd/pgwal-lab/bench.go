@@ -44,7 +44,10 @@ a fast drive, a cloud volume and a rotating disk under OLTP, a bulk load and OLT
 writer, against wal_compression and spaced checkpoints).
 
 The full suite takes about 30 minutes without the neighbour, commit and defaults scenarios;
-neighbour takes about 30 minutes (2 rounds of 10 runs of 85 s; --neighbour-rounds 1: about 15),
+neighbour takes about 45 minutes (2 rounds of 10 runs of 85 s, then its restore phase: from tuned's
+64MB/512MB, the daemon in apply mode recommends and applies the kernel's ratios as one change,
+verifies it by the stall and 'pgwal-advisor rollback' restores 64MB/512MB, 2 passes of about 7
+minutes; --neighbour-restore-only runs that phase alone; --neighbour-rounds 1: about 22),
 neighbour-elsewhere about 18, commit about 15 and defaults about 45. --quick runs tiny sizes and few configurations in a few minutes, a smoke test of the harness rather than of the figures. Progress goes to stderr, the
 tables (markdown) or --format json to stdout; --out also writes the markdown report to a file,
 keeping the prose blocks and the hand-written sections of the file it replaces.
@@ -129,6 +132,7 @@ installed. Everything it starts is torn down and vm.dirty_* restored, also on Ct
 		strings.Join(bench.DefaultsDevices(), ", ")+" (default all; the quick form runs its own)")
 	f.StringSliceVar(&opts.DefaultsLoads, "defaults-loads", nil, "the defaults scenario's loads to run, comma-separated: "+
 		strings.Join(bench.DefaultsLoads(), ", ")+" (default all; the quick form runs its own)")
+	f.BoolVar(&opts.NeighbourRestoreOnly, "neighbour-restore-only", false, "run only the neighbour scenario's restore phase (from 64MB/512MB, the daemon in apply mode, rollback); needs pgwal-advisor next to pgwal-lab")
 	f.IntVar(&opts.NeighbourWriterMB, "neighbour-mb", 0, "MB the neighbour scenario's bulk writer writes (0: 3000, --quick 300)")
 	f.DurationVar(&opts.TimingHeadStart, "timing-head-start", 0, "how long the timing lab's daemon runs before the statement starts, which sets where in its 15 s snapshot cycle the statement begins (0: 35s)")
 	f.StringSliceVar(&reports, "report", nil, "run nothing: merge these JSON reports (of --format json runs, e.g. one per part of the suite) and render them")

@@ -99,6 +99,9 @@ type Options struct {
 	// writer size (0: the suite's, sizesFor).
 	NeighbourRounds   int
 	NeighbourWriterMB int
+	// NeighbourRestoreOnly runs only the neighbour scenario's restore phase (from tuned's
+	// 64MB/512MB, the daemon in apply mode, `rollback`), which a full run adds after its grid.
+	NeighbourRestoreOnly bool
 	// TimingHeadStart overrides how long the timing lab's daemon runs before the statement (0:
 	// the suite's 35 s). The daemon snapshots every 15 s from its start, so the head start sets
 	// where in that cycle the statement begins, and with it how soon the first snapshot sees it.

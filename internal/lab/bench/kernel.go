@@ -104,6 +104,19 @@ func knobOrder(name string) int {
 	return 1
 }
 
+// dirtyFour reads the four threshold knobs: background bytes, background ratio, bytes, ratio.
+func (k *vmKnobs) dirtyFour() (string, error) {
+	var out []string
+	for _, n := range []string{"dirty_background_bytes", "dirty_background_ratio", "dirty_bytes", "dirty_ratio"} {
+		v, err := k.read(n)
+		if err != nil {
+			return "", err
+		}
+		out = append(out, strconv.FormatInt(v, 10))
+	}
+	return strings.Join(out, " "), nil
+}
+
 // noteChanged records that someone else (the advisor's applier) wrote the knobs.
 func (k *vmKnobs) noteChanged() {
 	k.mu.Lock()

@@ -58,6 +58,21 @@ func (r *runner) neighbour(ctx context.Context) (res *ScenarioResult, err error)
 		res.Notes = append(res.Notes, st.Note)
 	}
 
+	if r.opts.NeighbourRestoreOnly || r.sz.nbGrid {
+		defer func() {
+			if err != nil && !r.opts.NeighbourRestoreOnly {
+				return
+			}
+			if rerr := r.neighbourRestore(ctx, res, rig, st.Probe, rounds, secs); rerr != nil && err == nil {
+				err = rerr
+			}
+		}()
+	}
+	if r.opts.NeighbourRestoreOnly {
+		res.Notes = append(res.Notes, "Only the restore phase ran (--neighbour-restore-only).")
+		return res, nil
+	}
+
 	// The advisor watches the start on the calibrated (serial) device, the writer starting
 	// 5 s into its window: the target is a check with a 90 s window during the stall.
 	start := Config{Name: "start", Durable: true, Settings: map[string]string{}}

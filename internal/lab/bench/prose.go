@@ -27,6 +27,8 @@ func proseFor(id string) (string, bool) {
 		return elsewhereProse, true
 	case Defaults:
 		return defaultsProse, true
+	case restoreProseID:
+		return restoreProse, true
 	}
 	return "", false
 }
@@ -48,6 +50,13 @@ const neighbourProse = `**What a WAL flush waits behind on this stack.** A commi
 	`from the neighbour's: its queue model (serial, or priority for syncs) changes where a flush waits, not where ` +
 	`the WAL's data waits. Where the two queue models' stall seconds agree, a conclusion does not depend on the ` +
 	`simulated disk's queue; where they differ, it does, and the serial model is the pessimistic one.`
+
+// restoreProseID is the neighbour scenario's restore phase's block; restoreProse its default.
+const (
+	restoreProseID = "neighbour-restore"
+	restoreProse   = `**What it decided.** Whether the daemon recommended the kernel's ratios, made one change of the four ` +
+		`vm.dirty_* files, kept it by the stall or rolled it back, and what rollback left: from the table above.`
+)
 
 // defaultsProse is the default reading of the default-host matrix; rewrite it in the report
 // from the full run's figures: per cell, what the advisor changed and what it gained.

@@ -136,6 +136,9 @@ func writeScenario(b *strings.Builder, s *ScenarioResult) {
 	if s.Timing != nil {
 		writeTiming(b, s.Timing)
 	}
+	if s.Restore != nil {
+		writeNeighbourRestore(b, s.Restore)
+	}
 	if v := s.VolatileCheck; v != nil {
 		b.WriteString("The advisor on the cluster with its WAL on tmpfs:\n\n")
 		for _, f := range v.Findings {

@@ -37,11 +37,13 @@ type ScenarioResult struct {
 	// Cells are the default-host matrix's cells, each a scenario of its own: a device and a load.
 	Cells []*ScenarioResult `json:"cells,omitempty"`
 	// Timing is seed 001's timing lab.
-	Timing          *Timing  `json:"timing,omitempty"`
-	Targets         []Target `json:"targets,omitempty"`
-	Notes           []string `json:"notes,omitempty"`
-	Error           string   `json:"error,omitempty"`
-	DurationSeconds float64  `json:"duration_seconds"`
+	Timing *Timing `json:"timing,omitempty"`
+	// Restore is the neighbour scenario's restore phase (neighbour_restore.go).
+	Restore         *NeighbourRestore `json:"restore,omitempty"`
+	Targets         []Target          `json:"targets,omitempty"`
+	Notes           []string          `json:"notes,omitempty"`
+	Error           string            `json:"error,omitempty"`
+	DurationSeconds float64           `json:"duration_seconds"`
 }
 
 // ConfigResult is a configuration and what it measured.
