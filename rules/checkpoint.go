@@ -129,14 +129,6 @@ func evalFlushAfterDisabled(in Input) Result {
 	return found(fs...)
 }
 
-// knobValue shows a vm.dirty_*_bytes knob; 0 means its ratio twin is in force.
-func knobValue(bytes, ratio int64) string {
-	if bytes > 0 {
-		return strconv.FormatInt(bytes, 10)
-	}
-	return fmt.Sprintf("0 (ratio %d%%)", ratio)
-}
-
 // checkpoint-stalls: checkpoints requested by WAL volume rather than by checkpoint_timeout mean
 // max_wal_size is too small for the write rate (docs: wal-configuration, "checkpoints are
 // occurring too frequently"); a checkpoint_completion_target below 0.9 crowds the writes. A long
