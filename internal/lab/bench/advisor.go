@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -307,7 +308,15 @@ func (r *runner) advise(ctx context.Context, id string, w watchSpec, start Confi
 				if cfg.Kernel == nil {
 					cfg.Kernel = map[string]string{}
 				}
-				cfg.Kernel[knob] = ch.To
+				if ch.Setting != apply.KnobDirtyThresholds {
+					cfg.Kernel[knob] = ch.To
+					continue
+				}
+				pair, err := pairKnobs(ch.To)
+				if err != nil {
+					return run, cfg, err
+				}
+				maps.Copy(cfg.Kernel, pair)
 				continue
 			}
 			cfg.Settings[ch.Setting] = ch.To

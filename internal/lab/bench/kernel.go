@@ -104,6 +104,28 @@ func knobOrder(name string) int {
 	return 1
 }
 
+// pairKnobs spells a vm.dirty_thresholds value ("10%/20%", "67108864/536870912") as the knobs
+// that put it in force, as the suite's configurations name them.
+func pairKnobs(v string) (map[string]string, error) {
+	bg, dirty, ok := strings.Cut(v, "/")
+	if !ok {
+		return nil, fmt.Errorf("vm.dirty_thresholds=%q: want BACKGROUND/DIRTY", v)
+	}
+	out := map[string]string{}
+	for _, side := range []struct{ name, v string }{{"dirty_background", bg}, {"dirty", dirty}} {
+		n, ratio := strings.CutSuffix(strings.TrimSpace(side.v), "%")
+		if _, err := strconv.ParseInt(n, 10, 64); err != nil {
+			return nil, fmt.Errorf("vm.dirty_thresholds=%q: %q is not a number", v, side.v)
+		}
+		if ratio {
+			out[side.name+"_ratio"] = n
+		} else {
+			out[side.name+"_bytes"] = n
+		}
+	}
+	return out, nil
+}
+
 // dirtyFour reads the four threshold knobs: background bytes, background ratio, bytes, ratio.
 func (k *vmKnobs) dirtyFour() (string, error) {
 	var out []string

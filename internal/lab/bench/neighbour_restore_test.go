@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -71,6 +72,24 @@ func TestRestoreTargetAndReport(t *testing.T) {
 		"exit 0: change 1: restored", "67108864 0 536870912 0", "--apply.verify-window 150s"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
+func TestPairKnobs(t *testing.T) {
+	for in, want := range map[string]map[string]string{
+		"10%/20%":            {"dirty_background_ratio": "10", "dirty_ratio": "20"},
+		"67108864/536870912": {"dirty_background_bytes": "67108864", "dirty_bytes": "536870912"},
+		"67108864/20%":       {"dirty_background_bytes": "67108864", "dirty_ratio": "20"},
+	} {
+		got, err := pairKnobs(in)
+		if err != nil || !maps.Equal(got, want) {
+			t.Errorf("pairKnobs(%s) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"10%", "x/20%", "10%/"} {
+		if _, err := pairKnobs(bad); err == nil {
+			t.Errorf("pairKnobs(%q) accepted it", bad)
 		}
 	}
 }
