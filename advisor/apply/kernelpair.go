@@ -46,13 +46,14 @@ func (k *Kernel) readPair(sysctlFile string) (Value, dirtyPair, error) {
 // writePair writes p's two sides, each through the knob that puts it in force (the kernel
 // zeroes the twin). The order keeps the background threshold below the dirty one between the
 // two writes: the dirty side first when it rises, the background side first when it falls.
-func (k *Kernel) writePair(cur, p dirtyPair) error {
+// cur is the pair in force; nil when it could not be read, and then the dirty side goes first.
+func (k *Kernel) writePair(cur *dirtyPair, p dirtyPair) error {
 	bgKnob, dirtyKnob := p.knobs()
 	steps := []struct {
 		knob string
 		n    int64
 	}{{bgKnob, p.bg.n}, {dirtyKnob, p.dirty.n}}
-	if k.rises(cur.dirty, p.dirty) {
+	if cur == nil || k.rises(cur.dirty, p.dirty) {
 		steps[0], steps[1] = steps[1], steps[0]
 	}
 	for _, s := range steps {
@@ -149,7 +150,7 @@ func (k *Kernel) setPair(value string) (Value, error) {
 		}
 		return Value{}, fmt.Errorf("%w (the old values were restored)", err)
 	}
-	if err := k.writePair(cur, p); err != nil {
+	if err := k.writePair(&cur, p); err != nil {
 		return fail(err)
 	}
 	if _, got, err := k.readPair(k.sysctlFile); err != nil {
@@ -179,10 +180,11 @@ func (k *Kernel) restorePair(old Value) (Value, error) {
 	if err != nil {
 		return Value{}, fmt.Errorf("restore %w", err)
 	}
-	_, cur, err := k.readPair(file)
-	if err != nil {
-		// A pair no write of ours leaves (both of a side zero): write in the fallback order.
-		cur = dirtyPair{dirty: dirtySide{n: 1}}
+	// A pair that cannot be read (both of a side zero, which no write of ours leaves) is
+	// written over, dirty side first.
+	var cur *dirtyPair
+	if _, live, err := k.readPair(file); err == nil {
+		cur = &live
 	}
 	if err := k.writePair(cur, p); err != nil {
 		return Value{}, err
