@@ -23,7 +23,7 @@ func (p *Postgres) ServerBounds(ctx context.Context, name string) (lo, hi float6
 	var minVal, maxVal, unit *string
 	var vartype string
 	err = p.session.Query(ctx, func(ctx context.Context, conn *pgx.Conn) error {
-		return conn.QueryRow(ctx, `SELECT vartype, min_val, max_val, unit FROM pg_settings WHERE name = $1`, name).
+		return conn.QueryRow(ctx, `SELECT vartype, min_val, max_val, unit FROM pg_catalog.pg_settings WHERE name OPERATOR(pg_catalog.=) $1::pg_catalog.text`, name).
 			Scan(&vartype, &minVal, &maxVal, &unit)
 	})
 	if errors.Is(err, pgx.ErrNoRows) {

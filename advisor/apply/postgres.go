@@ -99,7 +99,7 @@ func (p *Postgres) Writable(ctx context.Context, name string) error {
 		// Asked before the privileges: allow_alter_system = off refuses a superuser too.
 		var allow string
 		err := p.session.Query(ctx, func(ctx context.Context, conn *pgx.Conn) error {
-			return conn.QueryRow(ctx, "SELECT current_setting('allow_alter_system')").Scan(&allow)
+			return conn.QueryRow(ctx, "SELECT pg_catalog.current_setting('allow_alter_system')").Scan(&allow)
 		})
 		if err != nil {
 			return p.opErr("read allow_alter_system", err, "")
@@ -117,7 +117,7 @@ func (p *Postgres) Writable(ctx context.Context, name string) error {
 	}
 	var alter, reload bool
 	err := p.session.Query(ctx, func(ctx context.Context, conn *pgx.Conn) error {
-		return conn.QueryRow(ctx, "SELECT has_parameter_privilege($1, 'ALTER SYSTEM'), has_function_privilege('pg_reload_conf()', 'EXECUTE')", name).Scan(&alter, &reload)
+		return conn.QueryRow(ctx, "SELECT pg_catalog.has_parameter_privilege($1::pg_catalog.text, 'ALTER SYSTEM'), pg_catalog.has_function_privilege('pg_catalog.pg_reload_conf()', 'EXECUTE')", name).Scan(&alter, &reload)
 	})
 	if err != nil {
 		return p.opErr("check the privilege to ALTER SYSTEM "+name, err, "")
@@ -220,7 +220,7 @@ var ErrAlterSystemRefused = errors.New("the server refuses ALTER SYSTEM")
 func (p *Postgres) refuseStandby(ctx context.Context) error {
 	var inRecovery bool
 	err := p.session.Query(ctx, func(ctx context.Context, conn *pgx.Conn) error {
-		return conn.QueryRow(ctx, "SELECT pg_is_in_recovery()").Scan(&inRecovery)
+		return conn.QueryRow(ctx, "SELECT pg_catalog.pg_is_in_recovery()").Scan(&inRecovery)
 	})
 	if err != nil {
 		return p.opErr("ask whether the server is in recovery", err, "")
@@ -262,7 +262,7 @@ func (p *Postgres) reloadAndWait(ctx context.Context, name string, done func(Val
 	var ok bool
 	var loaded time.Time
 	err := p.session.Query(ctx, func(ctx context.Context, conn *pgx.Conn) error {
-		return conn.QueryRow(ctx, "SELECT pg_conf_load_time(), pg_reload_conf()").Scan(&loaded, &ok)
+		return conn.QueryRow(ctx, "SELECT pg_catalog.pg_conf_load_time(), pg_catalog.pg_reload_conf()").Scan(&loaded, &ok)
 	})
 	if err != nil {
 		return Value{}, p.alterErr("pg_reload_conf()", name, err)
@@ -276,7 +276,7 @@ func (p *Postgres) reloadAndWait(ctx context.Context, name string, done func(Val
 		// backends, this one included, which applies it before its next query.
 		var now time.Time
 		if err := p.session.Query(ctx, func(ctx context.Context, conn *pgx.Conn) error {
-			return conn.QueryRow(ctx, "SELECT pg_conf_load_time()").Scan(&now)
+			return conn.QueryRow(ctx, "SELECT pg_catalog.pg_conf_load_time()").Scan(&now)
 		}); err != nil {
 			return Value{}, p.opErr("read pg_conf_load_time()", err, "")
 		}
@@ -303,8 +303,8 @@ func (p *Postgres) read(ctx context.Context, name string) (Value, error) {
 	var v Value
 	var sourceFile *string
 	err := p.session.Query(ctx, func(ctx context.Context, conn *pgx.Conn) error {
-		return conn.QueryRow(ctx, `SELECT current_setting(name), source, sourcefile, context, pending_restart, coalesce(enumvals, '{}')
-			FROM pg_settings WHERE name = $1`, name).Scan(&v.Value, &v.Source, &sourceFile, &v.Context, &v.PendingRestart, &v.EnumVals)
+		return conn.QueryRow(ctx, `SELECT pg_catalog.current_setting(name), source, sourcefile, context, pending_restart, coalesce(enumvals, '{}'::pg_catalog.text[])
+			FROM pg_catalog.pg_settings WHERE name OPERATOR(pg_catalog.=) $1::pg_catalog.text`, name).Scan(&v.Value, &v.Source, &sourceFile, &v.Context, &v.PendingRestart, &v.EnumVals)
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return v, fmt.Errorf("read %s: PostgreSQL %d has no such setting", name, p.session.Server().VersionNum)
@@ -320,8 +320,9 @@ func (p *Postgres) read(ctx context.Context, name string) (Value, error) {
 	// (pg_read_all_settings) tells as much for a value that is running.
 	var auto string
 	err = p.session.Query(ctx, func(ctx context.Context, conn *pgx.Conn) error {
-		return conn.QueryRow(ctx, `SELECT setting FROM pg_file_settings
-			WHERE name = $1 AND sourcefile LIKE '%/postgresql.auto.conf' ORDER BY seqno DESC LIMIT 1`, name).Scan(&auto)
+		return conn.QueryRow(ctx, `SELECT setting FROM pg_catalog.pg_file_settings
+			WHERE name OPERATOR(pg_catalog.=) $1::pg_catalog.text AND sourcefile OPERATOR(pg_catalog.~~) '%/postgresql.auto.conf'::pg_catalog.text
+			ORDER BY seqno DESC LIMIT 1`, name).Scan(&auto)
 	})
 	var pgErr *pgconn.PgError
 	switch {

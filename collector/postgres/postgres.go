@@ -194,7 +194,7 @@ func (c *Collector) readCheckpoints(ctx context.Context, pg *collector.Postgres,
 func (c *Collector) readInsertLSN(ctx context.Context, pg *collector.Postgres) {
 	c.step(ctx, pg, "read pg_current_wal_insert_lsn()", func(ctx context.Context, conn *pgx.Conn) error {
 		var text string
-		if err := conn.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&text); err != nil {
+		if err := conn.QueryRow(ctx, "SELECT pg_catalog.pg_current_wal_insert_lsn()::pg_catalog.text").Scan(&text); err != nil {
 			return err
 		}
 		lsn, err := parseLSN(text)
@@ -225,7 +225,7 @@ func (c *Collector) takeWaitEvents(pg *collector.Postgres, v int, server ServerI
 // the last one (a restart, a network blip), and the session retries once on a new one.
 func (c *Collector) readStatus(ctx context.Context, pg *collector.Postgres) error {
 	err := c.session.Query(ctx, func(ctx context.Context, conn *pgx.Conn) error {
-		return conn.QueryRow(ctx, "SELECT pg_postmaster_start_time(), pg_is_in_recovery()").Scan(&pg.StartTime, &pg.InRecovery)
+		return conn.QueryRow(ctx, "SELECT pg_catalog.pg_postmaster_start_time(), pg_catalog.pg_is_in_recovery()").Scan(&pg.StartTime, &pg.InRecovery)
 	})
 	if err != nil {
 		return c.opErr("read server status", err)

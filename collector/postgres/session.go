@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -177,6 +179,11 @@ func (s *Session) connect(ctx context.Context) (bool, error) {
 	for k, v := range s.opts.Params {
 		cfg.RuntimeParams[k] = v
 	}
+	// The advisor's own parameters win over the DSN's, the role's and the database's: a
+	// client's startup parameter outranks ALTER ROLE and ALTER DATABASE ... SET.
+	for k, v := range advisorParams(s.opts.QueryTimeout) {
+		cfg.RuntimeParams[k] = v
+	}
 	timeout := s.opts.QueryTimeout
 	if cfg.ConnectTimeout <= 0 || cfg.ConnectTimeout > timeout {
 		cfg.ConnectTimeout = timeout
@@ -192,6 +199,12 @@ func (s *Session) connect(ctx context.Context) (bool, error) {
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	conn, err := pgx.ConnectConfig(cctx, cfg)
+	if isUnknownParam(err, idleSessionTimeout) {
+		// Before PostgreSQL 14 there is no idle_session_timeout, and a server refuses a
+		// connection that names a parameter it does not know.
+		delete(cfg.RuntimeParams, idleSessionTimeout)
+		conn, err = pgx.ConnectConfig(cctx, cfg)
+	}
 	if err != nil {
 		hint := hintFor(err, cfg.User, timeout)
 		if hint == "" {
@@ -212,18 +225,54 @@ func (s *Session) connect(ctx context.Context) (bool, error) {
 	return true, nil
 }
 
+// SearchPath is the search_path of every connection the advisor opens: pg_catalog alone, and
+// pg_temp named last, where it hides nothing (PostgreSQL docs, "Writing SECURITY DEFINER
+// Functions Safely"). Left to the server, the search_path is what the role, the database's owner
+// or a schema named like the role makes it, and a function there with a better-matching
+// signature than pg_catalog's (public.to_jsonb(pg_stat_bgwriter)) would run as the advisor's
+// role, often a superuser (docs/security.md). Every query also names pg_catalog's objects and
+// operators with their schema (TestSQLNamesCatalogObjects), which holds where a pooler drops
+// startup parameters.
+const SearchPath = "pg_catalog, pg_temp"
+
+// idleSessionTimeout is the one parameter advisorParams sets that older servers lack.
+const idleSessionTimeout = "idle_session_timeout"
+
+// advisorParams are the session parameters the advisor's queries rely on, whatever the role or
+// database sets: the search_path above; a statement and lock timeout no longer than the
+// client's query timeout (a role's statement_timeout of 1ms would fail every query, one of an
+// hour would hold locks after the client gave up); and no idle timeouts, which would end the
+// connection between two samples and make the daemon reconnect every second.
+func advisorParams(queryTimeout time.Duration) map[string]string {
+	ms := strconv.FormatInt(max(queryTimeout.Milliseconds(), 1), 10)
+	return map[string]string{
+		"search_path":                         SearchPath,
+		"statement_timeout":                   ms,
+		"lock_timeout":                        ms,
+		"idle_in_transaction_session_timeout": "0",
+		idleSessionTimeout:                    "0",
+	}
+}
+
+// isUnknownParam reports whether a connect failed because the server does not know the
+// run-time parameter name (42704, "unrecognized configuration parameter").
+func isUnknownParam(err error, name string) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "42704" && strings.Contains(pgErr.Message, `"`+name+`"`)
+}
+
 // readServerInfo reads what stays fixed for the life of a connection.
 func readServerInfo(ctx context.Context, conn *pgx.Conn) (ServerInfo, error) {
 	var s ServerInfo
-	err := conn.QueryRow(ctx, `SELECT current_setting('server_version_num')::int, current_setting('server_version'), current_user,
-		(SELECT rolsuper FROM pg_roles WHERE rolname = current_user)`).
+	err := conn.QueryRow(ctx, `SELECT pg_catalog.current_setting('server_version_num')::pg_catalog.int4, pg_catalog.current_setting('server_version'),
+		current_user, (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname OPERATOR(pg_catalog.=) current_user)`).
 		Scan(&s.VersionNum, &s.Version, &s.User, &s.Superuser)
 	if err != nil {
 		return s, err
 	}
 	if s.VersionNum >= 100000 {
 		// pg_has_role is true for superusers too. The roles exist from 10 on.
-		err = conn.QueryRow(ctx, "SELECT pg_has_role('pg_read_all_settings', 'USAGE'), pg_has_role('pg_read_all_stats', 'USAGE')").
+		err = conn.QueryRow(ctx, "SELECT pg_catalog.pg_has_role('pg_read_all_settings', 'USAGE'), pg_catalog.pg_has_role('pg_read_all_stats', 'USAGE')").
 			Scan(&s.ReadAllSettings, &s.ReadAllStats)
 	} else {
 		s.ReadAllSettings, s.ReadAllStats = s.Superuser, s.Superuser

@@ -16,8 +16,8 @@ func settingsQuery(versionNum int) string {
 		// pending_restart appeared in 9.5.
 		pendingRestart = "false"
 	}
-	return "SELECT name, setting, unit, source, context, " + pendingRestart + ", enumvals, current_setting(name) " +
-		"FROM pg_settings WHERE name = ANY($1)"
+	return "SELECT name, setting, unit, source, context, " + pendingRestart + ", enumvals, pg_catalog.current_setting(name) " +
+		"FROM pg_catalog.pg_settings WHERE name OPERATOR(pg_catalog.=) ANY($1::pg_catalog.text[])"
 }
 
 // settingRow is one row of settingsQuery.

@@ -34,9 +34,10 @@ func walStatsQuery(versionNum int) string {
 	case versionNum < minWALStatsVersion:
 		return ""
 	case versionNum < walIOVersion:
-		return "SELECT to_jsonb(w), NULL::jsonb FROM pg_stat_wal w"
+		return "SELECT pg_catalog.to_jsonb(w), NULL::pg_catalog.jsonb FROM pg_catalog.pg_stat_wal w"
 	default:
-		return "SELECT to_jsonb(w), (SELECT coalesce(jsonb_agg(to_jsonb(i)), '[]') FROM pg_stat_io i WHERE i.object = 'wal') FROM pg_stat_wal w"
+		return "SELECT pg_catalog.to_jsonb(w), (SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.to_jsonb(i)), '[]'::pg_catalog.jsonb) " +
+			"FROM pg_catalog.pg_stat_io i WHERE i.object OPERATOR(pg_catalog.=) 'wal'::pg_catalog.text) FROM pg_catalog.pg_stat_wal w"
 	}
 }
 
@@ -47,9 +48,9 @@ func checkpointQuery(versionNum int) string {
 	case versionNum < minWALStatsVersion:
 		return ""
 	case versionNum < checkpointerVersion:
-		return "SELECT to_jsonb(b) FROM pg_stat_bgwriter b"
+		return "SELECT pg_catalog.to_jsonb(b) FROM pg_catalog.pg_stat_bgwriter b"
 	default:
-		return "SELECT to_jsonb(c) FROM pg_stat_checkpointer c"
+		return "SELECT pg_catalog.to_jsonb(c) FROM pg_catalog.pg_stat_checkpointer c"
 	}
 }
 

@@ -90,7 +90,7 @@ func TestStatsByVersion(t *testing.T) {
 			// Writes and syncs are pg_stat_io's context 'normal' summed over backend types; the
 			// later of the two views' resets bounds the counters.
 			name: "18", versionNum: 180001, dir: "pg18",
-			walQueryHas: []string{"pg_stat_wal", "pg_stat_io", "object = 'wal'"}, walQueryHasNot: []string{"wal_write"},
+			walQueryHas: []string{"pg_stat_wal", "pg_stat_io", "object OPERATOR(pg_catalog.=) 'wal'"}, walQueryHasNot: []string{"wal_write"},
 			cpView: "pg_stat_checkpointer", cpFile: "pg_stat_checkpointer.json",
 			wantWAL: collector.WALStats{
 				Records: 500000, FPI: 2048, Bytes: 73400320, BuffersFull: 640, Writes: 4000, Syncs: 1908,

@@ -21,9 +21,9 @@ func waitEventsQuery(versionNum int) string {
 	if versionNum < minWALStatsVersion {
 		return ""
 	}
-	return "SELECT wait_event_type, wait_event, count(*) FROM pg_stat_activity " +
-		"WHERE backend_type = 'client backend' AND state = 'active' AND pid <> pg_backend_pid() " +
-		"GROUP BY 1, 2"
+	return "SELECT wait_event_type, wait_event, pg_catalog.count(*) FROM pg_catalog.pg_stat_activity " +
+		"WHERE backend_type OPERATOR(pg_catalog.=) 'client backend'::pg_catalog.text AND state OPERATOR(pg_catalog.=) 'active'::pg_catalog.text " +
+		"AND pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid() GROUP BY 1, 2"
 }
 
 // waitEventKey maps a wait event to its collector.Event* key, or "" when it is not a WAL wait.
