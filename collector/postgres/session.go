@@ -198,13 +198,7 @@ func (s *Session) connect(ctx context.Context) (bool, error) {
 
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	conn, err := pgx.ConnectConfig(cctx, cfg)
-	if isUnknownParam(err, idleSessionTimeout) {
-		// Before PostgreSQL 14 there is no idle_session_timeout, and a server refuses a
-		// connection that names a parameter it does not know.
-		delete(cfg.RuntimeParams, idleSessionTimeout)
-		conn, err = pgx.ConnectConfig(cctx, cfg)
-	}
+	conn, err := s.dial(cctx, cfg)
 	if err != nil {
 		hint := hintFor(err, cfg.User, timeout)
 		if hint == "" {
@@ -252,6 +246,41 @@ func advisorParams(queryTimeout time.Duration) map[string]string {
 		"idle_in_transaction_session_timeout": "0",
 		idleSessionTimeout:                    "0",
 	}
+}
+
+// dial connects with the advisor's parameters, leaving out what the other end refuses: a server
+// before PostgreSQL 14 has no idle_session_timeout, and a connection pooler (PgBouncer) refuses
+// every startup parameter it does not track. Behind a pooler the queries still name pg_catalog
+// (SearchPath), and the client's deadline still bounds them.
+func (s *Session) dial(ctx context.Context, cfg *pgx.ConnConfig) (*pgx.Conn, error) {
+	// Without a statement cache: a transaction pooler hands each query to whichever server
+	// connection is free, where a prepared statement of another client's may or may not exist
+	// ("prepared statement stmtcache_... already exists"). The advisor sends a few queries a
+	// second; preparing them saves nothing it would notice.
+	cfg.DefaultQueryExecMode = pgx.QueryExecModeExec
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if isUnknownParam(err, idleSessionTimeout) {
+		delete(cfg.RuntimeParams, idleSessionTimeout)
+		conn, err = pgx.ConnectConfig(ctx, cfg)
+	}
+	if isPoolerRefusal(err) {
+		for k := range advisorParams(0) {
+			delete(cfg.RuntimeParams, k)
+		}
+		if conn, err = pgx.ConnectConfig(ctx, cfg); err == nil {
+			s.logger.Warn("the connection pooler refuses the advisor's session parameters; connected without them",
+				zap.String("left_out", "search_path, statement_timeout, lock_timeout, idle timeouts"),
+				zap.String("hint", "the advisor reads one server's figures: point --dsn at PostgreSQL itself, not a pooler"))
+		}
+	}
+	return conn, err
+}
+
+// isPoolerRefusal reports whether a connect failed because a pooler does not take a startup
+// parameter (PgBouncer: "unsupported startup parameter: search_path", 08P01).
+func isPoolerRefusal(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "08P01" && strings.Contains(pgErr.Message, "unsupported startup parameter")
 }
 
 // isUnknownParam reports whether a connect failed because the server does not know the
