@@ -77,6 +77,9 @@ type Manager struct {
 	privChecked   time.Time
 	said          map[string]bool
 	dryRunSeen    map[string]string
+	// elsewhere holds the changes of the journal made on another server than --dsn reaches,
+	// by ID, with why they are left alone (otherServer).
+	elsewhere map[int]string
 
 	mu     sync.RWMutex
 	status Status
@@ -105,6 +108,7 @@ func New(cfg Config, src StateSource, acts []Actuator, logger *zap.Logger) (*Man
 		serverRefuses: map[string]bool{},
 		said:          map[string]bool{},
 		dryRunSeen:    map[string]string{},
+		elsewhere:     map[int]string{},
 	}
 	m.status = Status{Mode: cfg.Mode, Settings: slices.Clone(cfg.Settings), Reason: modeReason(cfg.Mode)}
 	return m, nil

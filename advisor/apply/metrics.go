@@ -15,7 +15,7 @@ type StatusSource interface {
 type Metrics struct {
 	src StatusSource
 
-	mode, allowed, changeState, outcomes, last24h, lastChange, rejectedUntil, handsOffUntil, refused, journalOK *prometheus.Desc
+	mode, allowed, changeState, outcomes, last24h, lastChange, rejectedUntil, handsOffUntil, refused, journalOK, elsewhere *prometheus.Desc
 }
 
 // NewMetrics returns the collector over src.
@@ -35,12 +35,13 @@ func NewMetrics(src StatusSource) *Metrics {
 		handsOffUntil: d("hands_off_until_timestamp_seconds", "Until when the advisor leaves alone a setting someone else changed (Unix time).", "setting"),
 		refused:       d("refused", "1 per current recommendation the apply mode does not apply (never-auto, advice, out of bounds, not allowed; the API says why).", "rule", "setting"),
 		journalOK:     d("journal_ok", "1 when the apply journal can be read and written; 0 stops all changes."),
+		elsewhere:     d("changes_elsewhere", "Changes of the journal made on another PostgreSQL server than --dsn reaches (another system identifier or data directory): left alone here; roll them back on their own server."),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.mode, m.allowed, m.changeState, m.outcomes, m.last24h, m.lastChange, m.rejectedUntil, m.handsOffUntil, m.refused, m.journalOK} {
+	for _, d := range []*prometheus.Desc{m.mode, m.allowed, m.changeState, m.outcomes, m.last24h, m.lastChange, m.rejectedUntil, m.handsOffUntil, m.refused, m.journalOK, m.elsewhere} {
 		ch <- d
 	}
 }
@@ -105,4 +106,5 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		ok = 0
 	}
 	gauge(m.journalOK, ok)
+	gauge(m.elsewhere, float64(len(st.Elsewhere)))
 }

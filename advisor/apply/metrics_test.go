@@ -28,6 +28,7 @@ func fullStatus() Status {
 		},
 		Refused:        []Refusal{{Rule: "fsync-off", Setting: "fsync", Recommended: "on", Reason: "never"}},
 		Holds:          []Hold{{Setting: "wal_sync_method", Value: "open_datasync", Kind: Rejected, Until: until}, {Setting: "max_wal_size", Kind: Abandoned, Until: until}},
+		Elsewhere:      []string{"change 4 (checkpoint_timeout) was made on the server with system identifier 1, but the connection reaches the server with system identifier 2"},
 		Outcomes:       map[Outcome]int{Applied: 1, PendingRestart: 1, Verified: 1, RolledBack: 1, Rejected: 1},
 		ChangesLast24h: 3,
 		LastChange:     t0,
@@ -46,6 +47,9 @@ pgwal_advisor_apply_changes_last_24h 3
 # HELP pgwal_advisor_apply_hands_off_until_timestamp_seconds Until when the advisor leaves alone a setting someone else changed (Unix time).
 # TYPE pgwal_advisor_apply_hands_off_until_timestamp_seconds gauge
 pgwal_advisor_apply_hands_off_until_timestamp_seconds{setting="max_wal_size"} 1.7651880e+09
+# HELP pgwal_advisor_apply_changes_elsewhere Changes of the journal made on another PostgreSQL server than --dsn reaches (another system identifier or data directory): left alone here; roll them back on their own server.
+# TYPE pgwal_advisor_apply_changes_elsewhere gauge
+pgwal_advisor_apply_changes_elsewhere 1
 # HELP pgwal_advisor_apply_journal_ok 1 when the apply journal can be read and written; 0 stops all changes.
 # TYPE pgwal_advisor_apply_journal_ok gauge
 pgwal_advisor_apply_journal_ok 1

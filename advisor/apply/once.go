@@ -178,6 +178,9 @@ func rollbackOne(ctx context.Context, j *Journal, acts []Actuator, c *change, no
 	if err != nil {
 		return fail(fmt.Errorf("rollback change %d: %w", c.ID(), err))
 	}
+	if err := otherServer(c, live); err != nil {
+		return fail(fmt.Errorf("rollback: %w; nothing was changed", err))
+	}
 	isNew := sameValue(in.Setting, live.Value, in.New)
 	pending := live.PendingRestart && (c.Last() == PendingRestart || live.AutoConf != nil && sameValue(in.Setting, *live.AutoConf, in.New))
 	oldLive := sameValue(in.Setting, live.Value, in.Old.Value)

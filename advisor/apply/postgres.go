@@ -315,6 +315,7 @@ func (p *Postgres) read(ctx context.Context, name string) (Value, error) {
 	if sourceFile != nil {
 		v.SourceFile = *sourceFile
 	}
+	v.Server = serverOf(p.session.Server())
 	// What postgresql.auto.conf holds, including a value that waits for a restart: the view
 	// reads the files now. Only superusers may read it by default; pg_settings' sourcefile
 	// (pg_read_all_settings) tells as much for a value that is running.

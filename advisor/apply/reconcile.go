@@ -63,6 +63,9 @@ func (m *Manager) reconcileOne(ctx context.Context, l *ledger, c *change) error 
 	if err != nil {
 		return fmt.Errorf("reconcile change %d: %w", c.ID(), err)
 	}
+	if m.leftElsewhere(c, live) {
+		return nil // unsettled until the daemon or rollback reaches its own server
+	}
 	restartCtx := in.Old.Context == "postmaster"
 	why := "reconciled after " + unsettledWhy(c)
 	var rec Record

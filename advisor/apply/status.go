@@ -1,6 +1,7 @@
 package apply
 
 import (
+	"maps"
 	"slices"
 	"time"
 
@@ -25,6 +26,9 @@ type Status struct {
 	// Holds are the running rejections (a value rolled back for making things worse) and
 	// hands-off periods (a setting someone else changed).
 	Holds []Hold `json:"holds,omitempty"`
+	// Elsewhere are the journal's changes made on another server than the one --dsn reaches:
+	// left alone, neither judged nor abandoned nor rolled back here.
+	Elsewhere []string `json:"elsewhere,omitempty"`
 	// Outcomes counts the journal's outcome records by outcome.
 	Outcomes       map[Outcome]int `json:"outcomes"`
 	ChangesLast24h int             `json:"changes_last_24h"`
@@ -86,6 +90,7 @@ func (m *Manager) Status() Status {
 	st.Changes = slices.Clone(st.Changes)
 	st.Refused = slices.Clone(st.Refused)
 	st.Holds = slices.Clone(st.Holds)
+	st.Elsewhere = slices.Clone(st.Elsewhere)
 	return st
 }
 
@@ -102,6 +107,9 @@ func (m *Manager) publish(l *ledger, props []Proposal, waiting string) {
 		}
 	}
 	st.Changes = changeStatuses(l)
+	for _, id := range slices.Sorted(maps.Keys(m.elsewhere)) {
+		st.Elsewhere = append(st.Elsewhere, m.elsewhere[id])
+	}
 	for o, n := range l.counts {
 		st.Outcomes[o] = n
 	}

@@ -38,6 +38,10 @@ type Value struct {
 	// Sysctl is what the sysctl.d file held for each of vm.dirty_thresholds' four keys (a key
 	// it held no line for is absent); restoring the pair puts back exactly these lines.
 	Sysctl map[string]string `json:"sysctl,omitempty"`
+
+	// Server is the PostgreSQL server the value was read from (server.go); nil for a kernel knob,
+	// and in journals written before it was recorded.
+	Server *Server `json:"server,omitempty"`
 }
 
 // kindEnumOrBool is an enum on a server that lists its values (pg_settings.enumvals) and a

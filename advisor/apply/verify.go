@@ -40,6 +40,9 @@ func (m *Manager) watch(ctx context.Context, l *ledger) error {
 			errs = append(errs, fmt.Errorf("watch change %d (%s): %w", c.ID(), s, err))
 			continue
 		}
+		if m.leftElsewhere(c, live) {
+			continue
+		}
 		if err := m.watchOne(ctx, l, c, a, live); err != nil {
 			errs = append(errs, err)
 		}
@@ -68,6 +71,22 @@ func (m *Manager) watchOne(ctx context.Context, l *ledger, c *change, a Actuator
 		return nil // verified, or applied by hand with `apply --yes`: managed, not verified
 	}
 	return m.verify(ctx, l, c, a)
+}
+
+// leftElsewhere reports whether change c was made on another server than the one live was read
+// from; it is then left as the journal has it (its own server still runs the advisor's value,
+// and only a rollback there can undo it), and said once and in the status.
+func (m *Manager) leftElsewhere(c *change, live Value) bool {
+	err := otherServer(c, live)
+	if err == nil {
+		delete(m.elsewhere, c.ID())
+		return false
+	}
+	m.elsewhere[c.ID()] = err.Error()
+	m.once(fmt.Sprintf("elsewhere:%d", c.ID()), func() {
+		m.logger.Warn("apply: a change of the journal was made on another server; it is left alone", zap.Int("id", c.ID()), zap.Error(err))
+	})
+	return true
 }
 
 // abandon records that someone else changed a managed setting: the manager keeps its hands off

@@ -40,6 +40,11 @@ type ServerInfo struct {
 	// other roles' activity; superusers have both.
 	ReadAllSettings bool
 	ReadAllStats    bool
+	// SystemIdentifier is pg_control_system()'s system_identifier: initdb draws it, and a
+	// physical standby shares its primary's. DataDirectory is data_directory, "" where the role
+	// may not see it (without pg_read_all_settings). Together they tell one server from another.
+	SystemIdentifier string
+	DataDirectory    string
 }
 
 // Session is one connection to one PostgreSQL server, opened on first use and opened again
@@ -215,7 +220,8 @@ func (s *Session) connect(ctx context.Context) (bool, error) {
 	s.logger.Info("connected to postgresql",
 		zap.String("host", cfg.Host), zap.Uint16("port", cfg.Port), zap.String("user", info.User),
 		zap.String("version", info.Version), zap.Bool("superuser", info.Superuser),
-		zap.Bool("pg_read_all_settings", info.ReadAllSettings), zap.Bool("pg_read_all_stats", info.ReadAllStats))
+		zap.Bool("pg_read_all_settings", info.ReadAllSettings), zap.Bool("pg_read_all_stats", info.ReadAllStats),
+		zap.String("system_identifier", info.SystemIdentifier), zap.String("data_directory", info.DataDirectory))
 	return true, nil
 }
 
@@ -305,6 +311,14 @@ func readServerInfo(ctx context.Context, conn *pgx.Conn) (ServerInfo, error) {
 			Scan(&s.ReadAllSettings, &s.ReadAllStats)
 	} else {
 		s.ReadAllSettings, s.ReadAllStats = s.Superuser, s.Superuser
+	}
+	if err != nil {
+		return s, err
+	}
+	// pg_control_system() is executable by every role (9.6 and later).
+	err = conn.QueryRow(ctx, "SELECT system_identifier::pg_catalog.text FROM pg_catalog.pg_control_system()").Scan(&s.SystemIdentifier)
+	if err == nil && s.ReadAllSettings {
+		err = conn.QueryRow(ctx, "SELECT pg_catalog.current_setting('data_directory')").Scan(&s.DataDirectory)
 	}
 	return s, err
 }
