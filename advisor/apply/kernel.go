@@ -395,7 +395,7 @@ func updateSysctlKeys(path string, values map[string]*string) error {
 		}
 	}
 	dir := filepath.Dir(path)
-	if settings == 0 {
+	if settings == 0 && onlyHeader(out) {
 		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("remove %s: %w", path, err)
 		}
@@ -405,7 +405,24 @@ func updateSysctlKeys(path string, values map[string]*string) error {
 	if len(lines) == 0 {
 		content = sysctlHeader + content
 	}
-	return writeAtomic(path, []byte(content), 0o644)
+	// An existing file keeps its mode: one the operator made 0640 stays 0640.
+	mode := os.FileMode(0o644)
+	if st, err := os.Stat(path); err == nil {
+		mode = st.Mode().Perm()
+	}
+	return writeAtomic(path, []byte(content), mode)
+}
+
+// onlyHeader reports whether lines hold nothing but blank lines and the header the advisor
+// writes: only such a file is the advisor's to remove. Anyone else's comment keeps it.
+func onlyHeader(lines []string) bool {
+	header := strings.Split(strings.TrimSuffix(sysctlHeader, "\n"), "\n")
+	for _, l := range lines {
+		if strings.TrimSpace(l) != "" && !slices.Contains(header, l) {
+			return false
+		}
+	}
+	return true
 }
 
 // writeAtomic replaces path with data: a reader (or a crash) sees the old file or the new one,

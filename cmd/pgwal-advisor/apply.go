@@ -58,6 +58,11 @@ Exit status: 0 when nothing failed, 3 when the check or a change failed or the s
 			if err != nil {
 				return fmt.Errorf("%w: %w", err, cli.ErrUsage)
 			}
+			if yes {
+				if err := apply.CheckSysctlFile(sysctlFile); err != nil {
+					return fmt.Errorf("%w: %w", err, cli.ErrUsage)
+				}
+			}
 			ctx := cmd.Context()
 			sampler, closeSampler := newSampler(g)
 			defer closeSampler(ctx)

@@ -36,7 +36,7 @@ func TestApplyAndRollbackCLI(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	dir := t.TempDir()
 	journal := filepath.Join(dir, "apply.journal")
-	sysctlFile := filepath.Join(dir, "90-pgwal-advisor.conf")
+	sysctlFile := sysctlFileIn(t, dir)
 	common := []string{"--dsn", c.DSN(), "--window", "2s", "--interval", "1s", "--apply.journal", journal, "--apply.sysctl-file", sysctlFile}
 
 	out, stderr, code := runCLI(t, append([]string{"apply", "--dry-run"}, common...)...)
@@ -181,4 +181,15 @@ func TestApplyUsageErrors(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q; want %d and a message", args, code, stderr, cli.ExitBadUsage)
 		}
 	}
+}
+
+// sysctlFileIn makes dir/sysctl.d and returns the advisor's sysctl.d file there: the commands
+// take --apply.sysctl-file only directly in a sysctl.d directory (apply.CheckSysctlFile).
+func sysctlFileIn(t *testing.T, dir string) string {
+	t.Helper()
+	d := filepath.Join(dir, "sysctl.d")
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(d, "90-pgwal-advisor.conf")
 }

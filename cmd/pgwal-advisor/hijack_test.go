@@ -172,7 +172,7 @@ func TestSearchPathHijack(t *testing.T) {
 			journal := filepath.Join(dir, "apply.journal")
 			// Only the one PostgreSQL setting: the host's kernel settings stay as they are.
 			common := []string{"--dsn", h.dsn(), "--apply.journal", journal, "--apply.settings", "bgwriter_flush_after",
-				"--apply.sysctl-file", filepath.Join(dir, "90-pgwal-advisor.conf")}
+				"--apply.sysctl-file", sysctlFileIn(t, dir)}
 			if _, stderr, code := runCLI(t, "collect", "--dsn", h.dsn()); code != 0 {
 				t.Errorf("collect exited %d: %s", code, stderr)
 			}
@@ -214,7 +214,7 @@ func TestStandbyRefusalHijack(t *testing.T) {
 	dir := t.TempDir()
 	journal := filepath.Join(dir, "apply.journal")
 	out, stderr, code := runCLI(t, "apply", "--yes", "--dsn", dsn, "--window", "2s", "--interval", "1s",
-		"--apply.journal", journal, "--apply.sysctl-file", filepath.Join(dir, "90-pgwal-advisor.conf"))
+		"--apply.journal", journal, "--apply.sysctl-file", sysctlFileIn(t, dir))
 	if code != 3 || !strings.Contains(stderr, "standby (in recovery)") {
 		t.Errorf("apply --yes on a hijacked standby: exit %d, stderr %q; want 3 naming the standby\n%s", code, stderr, out)
 	}

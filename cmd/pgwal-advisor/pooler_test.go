@@ -28,7 +28,7 @@ func TestThroughTransactionPooler(t *testing.T) {
 	}
 	dir := t.TempDir()
 	d := startRun(t, "--dsn", dsn, "--interval", "1s", "--apply", "on", "--apply.settings", "bgwriter_flush_after",
-		"--apply.journal", filepath.Join(dir, "apply.journal"), "--apply.sysctl-file", filepath.Join(dir, "90-pgwal-advisor.conf"))
+		"--apply.journal", filepath.Join(dir, "apply.journal"), "--apply.sysctl-file", sysctlFileIn(t, dir))
 	waitFor(t, 20*time.Second, "/readyz 200 through the pooler", func() bool {
 		code, _ := d.get(t, "/readyz")
 		return code == 200

@@ -18,7 +18,7 @@ func TestApplyAllowAlterSystemOff(t *testing.T) {
 		Settings: map[string]string{"bgwriter_flush_after": "0", "allow_alter_system": "off"}})
 	dir := t.TempDir()
 	out, stderr, code := runCLI(t, "apply", "--yes", "--dsn", c.DSN(), "--window", "2s", "--interval", "1s",
-		"--apply.journal", dir+"/apply.journal", "--apply.sysctl-file", dir+"/90-pgwal-advisor.conf")
+		"--apply.journal", dir+"/apply.journal", "--apply.sysctl-file", sysctlFileIn(t, dir))
 	if code != 3 || !strings.Contains(out+stderr, "allow_alter_system is off") {
 		t.Errorf("apply --yes with allow_alter_system off: exit %d, want 3 and the reason\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
 	}

@@ -66,6 +66,9 @@ given that does not exist included), 64 for a usage error.`,
 			if id < 0 {
 				return fmt.Errorf("--id %d: change IDs are positive (see the journal's intent records): %w", id, cli.ErrUsage)
 			}
+			if err := apply.CheckSysctlFile(sysctlFile); err != nil {
+				return fmt.Errorf("%w: %w", err, cli.ErrUsage)
+			}
 			// Lstat: a link in the journal's place is not "no journal"; reading refuses it.
 			if _, err := os.Lstat(journal); errors.Is(err, fs.ErrNotExist) {
 				// A journal named on the command line that is not there is most likely a

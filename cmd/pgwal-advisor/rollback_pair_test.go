@@ -29,7 +29,7 @@ func TestRollbackPairRealProc(t *testing.T) {
 	}
 	ctx := context.Background()
 	dir := t.TempDir()
-	sysctlFile, journal := filepath.Join(dir, "90-pgwal-advisor.conf"), filepath.Join(dir, "apply.journal")
+	sysctlFile, journal := sysctlFileIn(t, dir), filepath.Join(dir, "apply.journal")
 	k := apply.NewKernel("/proc", sysctlFile, zaptest.NewLogger(t))
 	host, err := k.Read(ctx, apply.KnobDirtyThresholds)
 	if err != nil {

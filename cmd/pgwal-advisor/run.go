@@ -141,6 +141,11 @@ func runDaemon(ctx context.Context, g *cli.Globals, fl *runFlags, flags *pflag.F
 	if applyCfg.Mode, err = apply.ParseMode(fl.applyMode); err != nil {
 		return usage(err)
 	}
+	if applyCfg.Mode == apply.ModeOn {
+		if err := apply.CheckSysctlFile(fl.applySysctl); err != nil {
+			return usage(err)
+		}
+	}
 	pgApply := apply.NewPostgres(g.DSN, apply.PostgresOptions{QueryTimeout: g.QueryTimeout, Logger: logger})
 	defer pgApply.Close(context.WithoutCancel(ctx))
 	mgr, err := apply.New(applyCfg, d, []apply.Actuator{pgApply, apply.NewKernel(g.ProcFS, fl.applySysctl, logger)}, logger)

@@ -29,7 +29,7 @@ func TestJournalNamesItsServer(t *testing.T) {
 	}
 	dir := t.TempDir()
 	journal := filepath.Join(dir, "apply.journal")
-	only := []string{"--apply.journal", journal, "--apply.settings", "bgwriter_flush_after", "--apply.sysctl-file", filepath.Join(dir, "90-pgwal-advisor.conf")}
+	only := []string{"--apply.journal", journal, "--apply.settings", "bgwriter_flush_after", "--apply.sysctl-file", sysctlFileIn(t, dir)}
 	out, stderr, code := runCLI(t, append([]string{"apply", "--yes", "--dsn", a.DSN(), "--window", "2s", "--interval", "1s"}, only...)...)
 	if code != 0 || !strings.Contains(out, "bgwriter_flush_after") {
 		t.Fatalf("apply --yes on A exited %d:\n%s\n%s", code, out, stderr)

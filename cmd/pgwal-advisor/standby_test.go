@@ -25,7 +25,7 @@ func TestApplyRefusesStandby(t *testing.T) {
 	dir := t.TempDir()
 	journal := filepath.Join(dir, "apply.journal")
 	out, stderr, code := runCLI(t, "apply", "--yes", "--dsn", standby.DSN(), "--window", "2s", "--interval", "1s",
-		"--apply.journal", journal, "--apply.sysctl-file", filepath.Join(dir, "90-pgwal-advisor.conf"))
+		"--apply.journal", journal, "--apply.sysctl-file", sysctlFileIn(t, dir))
 	if code != 3 || !strings.Contains(stderr, "standby (in recovery)") {
 		t.Errorf("apply --yes on a standby: exit %d, stderr %q; want 3 naming the standby", code, stderr)
 	}

@@ -114,7 +114,11 @@ func (r *runner) restoreRound(ctx context.Context, bin string, rig *neighbour.Ri
 		return fmt.Errorf("restore phase: %w", err)
 	}
 	defer os.RemoveAll(dir)
-	journal, sysctlFile := filepath.Join(dir, "apply.journal"), filepath.Join(dir, "90-pgwal-advisor.conf")
+	// The daemon takes a sysctl.d file only directly in a sysctl.d directory of its own.
+	journal, sysctlFile := filepath.Join(dir, "apply.journal"), filepath.Join(dir, "sysctl.d", "90-pgwal-advisor.conf")
+	if err := os.Mkdir(filepath.Dir(sysctlFile), 0o755); err != nil {
+		return fmt.Errorf("restore phase: %w", err)
+	}
 	addr, err := lab.FreeAddr()
 	if err != nil {
 		return err
