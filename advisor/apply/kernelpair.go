@@ -209,3 +209,43 @@ func (k *Kernel) restorePair(old Value) (Value, error) {
 	k.logger.Info("kernel setting restored", zap.String("setting", KnobDirtyThresholds), zap.String("value", live.Value))
 	return live, nil
 }
+
+// pairMidWrite reports whether live is vm.dirty_thresholds caught between the two writes of the
+// change from old to next: one side old's and the other next's. Only a crash of the advisor
+// mid-change leaves that (writePair writes one side, then the other), so crash recovery and
+// rollback take it for the advisor's own and put old back, never "someone else changed it".
+func pairMidWrite(setting string, live, old Value, next string) bool {
+	if setting != KnobDirtyThresholds {
+		return false
+	}
+	l, err1 := parseDirtyPair(live.Value)
+	o, err2 := parseDirtyPair(old.Value)
+	n, err3 := parseDirtyPair(next)
+	if err1 != nil || err2 != nil || err3 != nil {
+		return false
+	}
+	return l == dirtyPair{bg: o.bg, dirty: n.dirty} || l == dirtyPair{bg: n.bg, dirty: o.dirty}
+}
+
+// unpersisted reports whether a kernel change whose new value is live lacks the sysctl.d lines
+// that Set writes after the kernel's files: a crash between the two left the change in force
+// until the next boot only. PostgreSQL settings have no such second step.
+func unpersisted(setting string, live Value, next string) bool {
+	switch {
+	case setting == KnobDirtyThresholds:
+		p, err := parseDirtyPair(next)
+		if err != nil {
+			return false
+		}
+		for key, want := range pairLines(p) {
+			got, ok := live.Sysctl[key]
+			if want == nil && ok || want != nil && (!ok || got != *want) {
+				return true
+			}
+		}
+		return false
+	case strings.HasPrefix(setting, "vm."):
+		return live.Persisted == nil || !sameValue(setting, *live.Persisted, next)
+	}
+	return false
+}

@@ -184,10 +184,11 @@ func rollbackOne(ctx context.Context, j *Journal, acts []Actuator, c *change, no
 	isNew := sameValue(in.Setting, live.Value, in.New)
 	pending := live.PendingRestart && (c.Last() == PendingRestart || live.AutoConf != nil && sameValue(in.Setting, *live.AutoConf, in.New))
 	oldLive := sameValue(in.Setting, live.Value, in.Old.Value)
+	midWrite := pairMidWrite(in.Setting, live, *in.Old, in.New)
 	switch {
 	case configIs(in.Setting, live, *in.Old) || oldLive && !pending && !c.unsettled():
 		return rollbackFound(j, c, live, now, logger)
-	case !isNew && !pending && !oldLive:
+	case !isNew && !pending && !oldLive && !midWrite:
 		return fail(fmt.Errorf("rollback change %d: %s is %s, not the %s the advisor set: someone else changed it since, and restoring %s would undo that; restore it by hand if you mean to",
 			c.ID(), in.Setting, live.Value, in.New, in.Old.Value))
 	}

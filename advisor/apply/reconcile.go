@@ -70,16 +70,27 @@ func (m *Manager) reconcileOne(ctx context.Context, l *ledger, c *change) error 
 	why := "reconciled after " + unsettledWhy(c)
 	var rec Record
 	switch {
+	case sameValue(in.Setting, live.Value, in.New) && unpersisted(in.Setting, live, in.New):
+		// Set again: it finds the kernel as it wants it and writes the sysctl.d file.
+		done, err := a.Set(ctx, in.Setting, in.New)
+		if err != nil {
+			return fmt.Errorf("reconcile change %d: finish persisting %s=%s: %w", c.ID(), in.Setting, in.New, err)
+		}
+		rec = m.outcome(c, Applied, why+": the new value was live but not yet in the sysctl.d file, which is now written; verification goes on", &done)
 	case sameValue(in.Setting, live.Value, in.New):
 		rec = m.outcome(c, Applied, why+": the new value is live; verification goes on", &live)
 	case restartCtx && live.PendingRestart && live.AutoConf != nil && sameValue(in.Setting, *live.AutoConf, in.New):
 		rec = m.outcome(c, PendingRestart, why+": written and waiting for a restart of PostgreSQL", &live)
-	case sameValue(in.Setting, live.Value, in.Old.Value):
+	case sameValue(in.Setting, live.Value, in.Old.Value), pairMidWrite(in.Setting, live, *in.Old, in.New):
 		restored, err := a.Restore(ctx, in.Setting, *in.Old)
 		if err != nil {
 			return fmt.Errorf("reconcile change %d: restore the old configuration of %s: %w", c.ID(), in.Setting, err)
 		}
-		rec = m.outcome(c, Failed, why+": the change had not taken effect; the old configuration was restored", &restored)
+		what := "the change had not taken effect"
+		if !sameValue(in.Setting, live.Value, in.Old.Value) {
+			what = fmt.Sprintf("the change stopped between its two writes (%s is %s)", in.Setting, live.Value)
+		}
+		rec = m.outcome(c, Failed, why+": "+what+"; the old configuration was restored", &restored)
 	default:
 		until := m.now().Add(m.cfg.RejectFor)
 		rec = m.outcome(c, Abandoned, fmt.Sprintf("%s: %s is %s, neither the old %s nor the new %s: someone else changed it", why, in.Setting, live.Value, in.Old.Value, in.New), &live)
