@@ -97,6 +97,10 @@ func checkJournalFile(f *os.File, path string) error {
 	switch mode := st.Mode & 0o7777; {
 	case st.Mode&unix.S_IFMT != unix.S_IFREG:
 		return notRegular(path)
+	case onPseudoFS(f):
+		// /proc/self/mem is a regular file of the caller's own with one link, and reads as
+		// nothing: a journal there would say "nothing to roll back".
+		return fmt.Errorf("%s is on a kernel pseudo file system (proc, sysfs): that is no journal; give the file the apply mode wrote", path)
 	case st.Uid != euid:
 		return fmt.Errorf("%s is owned by uid %d, not by uid %d, which runs pgwal-advisor: another user could have written its records; "+
 			"if its content is yours, chown %d %s (or run pgwal-advisor as its owner)", path, st.Uid, euid, euid, path)
@@ -180,4 +184,13 @@ func syncDir(dir string) error {
 	}
 	defer d.Close()
 	return syncDirFile(d)
+}
+
+// onPseudoFS reports whether f lies on procfs or sysfs, whose files are the kernel's, not data.
+func onPseudoFS(f *os.File) bool {
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(int(f.Fd()), &fs); err != nil {
+		return false
+	}
+	return fs.Type == unix.PROC_SUPER_MAGIC || fs.Type == unix.SYSFS_MAGIC
 }

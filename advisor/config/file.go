@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"reflect"
@@ -59,11 +60,24 @@ func (l *stringList) UnmarshalYAML(n *yaml.Node) error {
 	return fmt.Errorf("line %d: want an address or a list of addresses", n.Line)
 }
 
+// maxFileBytes bounds the configuration file: every key of docs/http.md fits in a few kB. A file far
+// larger is a mistake (or an attempt on the daemon's memory limit: 100 MB of YAML took 721 MB
+// to parse), refused before it is parsed.
+const maxFileBytes = 1 << 20
+
 // Load reads and checks the configuration file at path.
 func Load(path string) (File, error) {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return File{}, fmt.Errorf("read config file: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxFileBytes+1))
+	if err != nil {
+		return File{}, fmt.Errorf("read config file: %w", err)
+	}
+	if len(b) > maxFileBytes {
+		return File{}, fmt.Errorf("config file %s is over %d MiB, far more than any configuration needs (docs/http.md): is it the right file?", path, maxFileBytes>>20)
 	}
 	fc, err := Parse(b)
 	if err != nil {

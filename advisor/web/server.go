@@ -76,6 +76,9 @@ func NewServer(src StateSource, cfg Config, logger *zap.Logger) (*Server, error)
 	if err := toolkit.Validate(cfg.WebConfigFile); err != nil {
 		return nil, fmt.Errorf("web configuration %s: %w", cfg.WebConfigFile, err)
 	}
+	if err := checkBcryptCost(cfg.WebConfigFile); err != nil {
+		return nil, fmt.Errorf("web configuration %s: %w", cfg.WebConfigFile, err)
+	}
 	h, err := NewHandler(src, HandlerOptions{Version: cfg.Version, GoVersion: cfg.GoVersion, Logger: logger, Collectors: cfg.Collectors})
 	if err != nil {
 		return nil, err

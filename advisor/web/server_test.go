@@ -208,3 +208,29 @@ func TestServeSeveralAddresses(t *testing.T) {
 		t.Errorf("Serve after cancel: %v", err)
 	}
 }
+
+// TestNewServerRefusesCostlyBcrypt: a basic-auth hash whose cost lets any unauthenticated client
+// spend the daemon's CPU (issue 33: cost 13, 40 wrong passwords took 80 CPU seconds) is refused at
+// start, naming the user and the fix; cost 10 is taken.
+func TestNewServerRefusesCostlyBcrypt(t *testing.T) {
+	for _, tc := range []struct {
+		cost int
+		want string
+	}{{10, ""}, {13, `basic_auth_users "prometheus": bcrypt cost 13`}} {
+		hash, err := bcrypt.GenerateFromPassword([]byte("pw"), tc.cost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		webConfig := filepath.Join(t.TempDir(), "web.yml")
+		if err := os.WriteFile(webConfig, fmt.Appendf(nil, "basic_auth_users:\n  prometheus: %s\n", hash), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err = NewServer(&staticSource{}, Config{WebConfigFile: webConfig}, zaptest.NewLogger(t))
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("cost %d: %v, want it taken", tc.cost, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "htpasswd -nbBC 10")):
+			t.Errorf("cost %d: %v, want an error with %q and the fix", tc.cost, err, tc.want)
+		}
+	}
+}

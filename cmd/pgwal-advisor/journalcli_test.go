@@ -42,3 +42,13 @@ func TestRollbackRefusesLinkedJournal(t *testing.T) {
 		}
 	}
 }
+
+// TestRollbackRefusesProcJournal: `rollback --journal /proc/self/mem` (a regular file of the
+// caller's own that reads as nothing) is refused, exit 3, instead of reading as an empty journal
+// and exiting 0 (issue 33).
+func TestRollbackRefusesProcJournal(t *testing.T) {
+	out, stderr, code := runCLI(t, "rollback", "--journal", "/proc/self/mem", "--all", "--dsn", closedPortDSN(t))
+	if code != 3 || !strings.Contains(stderr, "pseudo file system") || strings.Contains(stderr+out, "Nothing to roll back") {
+		t.Errorf("rollback --journal /proc/self/mem: exit %d, stdout %q, stderr %q; want 3 and a refusal", code, out, stderr)
+	}
+}
