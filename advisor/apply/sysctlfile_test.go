@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -102,4 +103,30 @@ func TestSysctlFileKeepsOthersComments(t *testing.T) {
 	if st, err := os.Stat(file); err != nil || st.Mode().Perm() != 0o640 {
 		t.Errorf("after Restore the file is %v (%v), want mode 0640", st.Mode(), err)
 	}
+}
+
+// FuzzForeignSysctlLine: whatever a --apply.sysctl-file holds, the check does not panic, takes
+// a file only when each line is blank, a comment or one of the pair's keys, and never echoes a
+// line that is no setting.
+func FuzzForeignSysctlLine(f *testing.F) {
+	f.Add(sysctlHeader + "vm.dirty_bytes = 536870912\n")
+	f.Add("# comment\n;x\nvm.swappiness=10\n")
+	f.Add("root:$y$j9T$abc:19000:0:99999:7:::\n")
+	f.Add("-vm/dirty_ratio = 20\n")
+	f.Fuzz(func(t *testing.T, content string) {
+		err := foreignSysctlLine("/etc/sysctl.d/90-pgwal-advisor.conf", content)
+		for _, line := range strings.Split(content, "\n") {
+			tl := strings.TrimSpace(line)
+			if tl == "" || tl[0] == '#' || tl[0] == ';' {
+				continue
+			}
+			k, _, ok := sysctlKey(line)
+			if err == nil && (!ok || !slices.Contains(dirtyPairKeys(), k)) {
+				t.Fatalf("took a file with the line %q", line)
+			}
+			if err != nil && !ok && len(tl) > 8 && strings.Contains(err.Error(), tl) {
+				t.Fatalf("the error echoes the line %q: %v", tl, err)
+			}
+		}
+	})
 }
