@@ -105,6 +105,9 @@ func Check(ctx context.Context, s *Sampler, cfg CheckConfig, logger *zap.Logger)
 	count := int(cfg.Window/cfg.Interval) + 1
 	h := rules.NewHistory(count)
 	probe := &windowProbe{dir: cfg.ProbeDir, budget: cfg.ProbeBudget, skipped: "no --probe.dir given"}
+	if cfg.ProbeDir != "" {
+		probe.skipped = "the probe did not start: PostgreSQL could not be read, so the WAL directory is unknown"
+	}
 	err := s.Every(ctx, cfg.Interval, cfg.WaitInterval, count, func(snap collector.Snapshot) error {
 		h.Add(snap)
 		// A server that cannot be read at the start is not watched for the whole window: the

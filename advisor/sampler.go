@@ -54,7 +54,9 @@ type Sampler struct {
 }
 
 // errNoWALDir is the storage part's error when the WAL directory is unknown.
-var errNoWALDir = errors.New("WAL directory unknown: the server did not say (is it reachable, does the role have pg_monitor?); set --wal-dir")
+// The postgres part says why when the server was read (WALDirProblem); this is the rest: a server
+// that could not be read, which then named no directory.
+var errNoWALDir = errors.New("WAL directory unknown: PostgreSQL could not be read, so it named none (see the postgres part); --wal-dir names it without the server")
 
 // Sample collects one snapshot.
 func (s *Sampler) Sample(ctx context.Context) collector.Snapshot {
@@ -87,6 +89,9 @@ func (s *Sampler) Sample(ctx context.Context) collector.Snapshot {
 		walDir := s.WALDirOf(snap)
 		var st *collector.Storage
 		err := errNoWALDir
+		if snap.Postgres != nil && snap.Postgres.WALDirProblem != "" {
+			err = errors.New("WAL directory unknown: " + snap.Postgres.WALDirProblem)
+		}
 		if walDir != "" {
 			st, err = s.Storage.Collect(ctx, walDir)
 		}

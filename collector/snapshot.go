@@ -86,6 +86,8 @@ type Postgres struct {
 	// DataDir is data_directory; WALDir is its pg_wal with symlinks resolved, or --wal-dir.
 	DataDir string `json:"data_directory,omitempty"`
 	WALDir  string `json:"wal_dir,omitempty"`
+	// WALDirProblem says why WALDir is empty: what hid it and what to do ("" when it is known).
+	WALDirProblem string `json:"wal_dir_problem,omitempty"`
 	// Notes are things an operator should know about this collection (e.g. "WAL statistics need 14+").
 	Notes []string `json:"notes,omitempty"`
 }

@@ -330,3 +330,19 @@ func pidAlive(pid int) bool {
 	err := unix.Kill(pid, 0)
 	return err == nil || errors.Is(err, unix.EPERM)
 }
+
+// CheckDir runs every check the probe runs on its directory before it writes (exists, not a
+// link, not writable by others, outside PostgreSQL's directories, writable by this user, on the
+// WAL's file system, room for the file), without writing anything: for `pgwal-advisor doctor`.
+func CheckDir(cfg Config) error {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return err
+	}
+	dir, err := openProbeDir(cfg.Dir)
+	if err != nil {
+		return err
+	}
+	defer dir.close()
+	return checkDir(cfg, dir)
+}

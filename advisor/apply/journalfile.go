@@ -194,3 +194,25 @@ func onPseudoFS(f *os.File) bool {
 	}
 	return fs.Type == unix.PROC_SUPER_MAGIC || fs.Type == unix.SYSFS_MAGIC
 }
+
+// CheckJournalPath checks, without creating anything, what Append would refuse about the journal
+// at path: its directory (present, no other user can replace what is in it) and, when the
+// journal exists, the file (a regular file of this user's, one link, no write bit for others).
+func CheckJournalPath(path string) error {
+	dir, err := openJournalDir(path)
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	f, _, err := openJournalFile(dir, path, unix.O_RDONLY, false)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := unix.Faccessat(int(dir.Fd()), ".", unix.W_OK, 0); err != nil {
+			return fmt.Errorf("the apply journal %s cannot be created: its directory is not writable by uid %d: %w", path, os.Geteuid(), err)
+		}
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}

@@ -71,6 +71,7 @@ The demo, the seed benchmarks and the simulated disk are in a separate command, 
 		newRunCmd(g),
 		newApplyCmd(g),
 		newRollbackCmd(g),
+		newDoctorCmd(g),
 	)
 	return root
 }

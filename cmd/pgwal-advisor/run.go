@@ -65,7 +65,7 @@ loop restarts, keeping its history, finding episodes and wait-event counters; th
 afresh); the listen addresses and the web
 configuration file's path need a restart, and the log says so. SIGINT and SIGTERM stop the
 daemon within seconds; the probe file is removed.`,
-		Example: `  pgwal-advisor run --dsn "host=/run/postgresql user=pgwal_advisor"
+		Example: `  pgwal-advisor run --dsn "host=/run/postgresql dbname=postgres"
   pgwal-advisor run --web.listen-address=:9817 --web.config.file=/etc/pgwal-advisor/web.yml
   pgwal-advisor run --config.file=/etc/pgwal-advisor/config.yml`,
 		Args: cobra.NoArgs,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os/user"
 	"regexp"
 	"slices"
 	"strings"
@@ -239,6 +240,8 @@ func hintFor(err error, user string, timeout time.Duration) string {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch code := pgErr.Code; {
+		case code == "28000" && strings.HasPrefix(pgErr.Message, "Peer authentication failed"):
+			return peerHint(user)
 		case code == "28P01" || code == "28000":
 			// 28000 is also "role does not exist" and "no pg_hba.conf entry".
 			return "check the user/password in --dsn or ~/.pgpass, and that pg_hba.conf admits this user from this host"
@@ -278,4 +281,19 @@ func QuoteIdent(name string) string {
 		return name
 	}
 	return `"` + strings.ReplaceAll(name, `"`, `""`) + `"`
+}
+
+// peerHint says why peer authentication refused role: it admits an OS user as the role of the
+// same name only (pg_hba.conf's "local all all peer", Debian's and Ubuntu's default), and the two
+// ways to make the names agree.
+func peerHint(role string) string {
+	u, err := user.Current()
+	if err != nil || u.Username == role {
+		return "peer authentication admits an OS user only as the role of the same name (or as pg_ident.conf maps it): check pg_hba.conf and pg_ident.conf"
+	}
+	os := QuoteIdent(u.Username)
+	return fmt.Sprintf("peer authentication admits the OS user %s only as the role of the same name, and the advisor connects as %s: "+
+		"create the role %s (CREATE ROLE %s LOGIN; GRANT pg_monitor TO %s;) and connect without user= or PGUSER, "+
+		"or map %s to %s in pg_ident.conf and use that map in a pg_hba.conf line above \"local all all peer\" (README, \"Connecting\")",
+		u.Username, role, os, os, os, u.Username, role)
 }

@@ -3,8 +3,8 @@
 //
 // A superuser is not needed. The advisor's role needs pg_monitor:
 //
-//	CREATE ROLE pgwal_advisor LOGIN;
-//	GRANT pg_monitor TO pgwal_advisor;
+//	CREATE ROLE "pgwal-advisor" LOGIN;
+//	GRANT pg_monitor TO "pgwal-advisor";
 //
 // pg_monitor brings pg_read_all_settings (data_directory, hence the WAL directory) and
 // pg_read_all_stats (the wait events of other roles' sessions). Without it the collector still
@@ -19,6 +19,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -316,11 +318,20 @@ func (c *Collector) opErr(op string, err error) error {
 // resolved (initdb -X and many installations make pg_wal a symlink to another file system, and
 // the storage collector must look at that one). When it cannot, a Note says what to do.
 func (c *Collector) resolveWALDir(pg *collector.Postgres, settingsOK bool, user string) {
+	problem := func(s string) {
+		pg.WALDirProblem = s
+		pg.Notes = append(pg.Notes, s)
+	}
 	if c.walDir != "" {
 		dir, err := filepath.EvalSymlinks(c.walDir)
 		if err != nil {
 			pg.WALDir = c.walDir
 			pg.Notes = append(pg.Notes, fmt.Sprintf("cannot resolve --wal-dir: %v", err))
+			if errors.Is(err, fs.ErrPermission) {
+				// Not even stat works: the storage collector could not read it either.
+				pg.WALDir = ""
+				problem(searchHint(c.walDir, err))
+			}
 			return
 		}
 		pg.WALDir = dir
@@ -328,10 +339,10 @@ func (c *Collector) resolveWALDir(pg *collector.Postgres, settingsOK bool, user 
 	}
 	switch {
 	case !settingsOK:
-		pg.Notes = append(pg.Notes, "the WAL directory is unknown because the settings could not be read: set --wal-dir")
+		problem("the WAL directory is unknown because the settings could not be read: set --wal-dir")
 		return
 	case pg.DataDir == "":
-		pg.Notes = append(pg.Notes, fmt.Sprintf(
+		problem(fmt.Sprintf(
 			"data_directory is hidden from role %s, so the WAL directory is unknown: GRANT pg_monitor TO %s (it includes pg_read_all_settings), or set --wal-dir",
 			user, QuoteIdent(user)))
 		return
@@ -343,10 +354,36 @@ func (c *Collector) resolveWALDir(pg *collector.Postgres, settingsOK bool, user 
 	}
 	p := filepath.Join(pg.DataDir, sub)
 	dir, err := filepath.EvalSymlinks(p)
-	if err != nil {
-		pg.Notes = append(pg.Notes, fmt.Sprintf(
-			"cannot resolve the WAL directory: %v: run the advisor on the database host as a user that may read the data directory, or set --wal-dir", err))
+	switch {
+	case errors.Is(err, fs.ErrPermission):
+		problem(searchHint(p, err))
+		return
+	case err != nil:
+		problem(fmt.Sprintf(
+			"cannot resolve the WAL directory: %v: run the advisor on the database host (the server's files must be visible to it), or set --wal-dir", err))
 		return
 	}
 	pg.WALDir = dir
+}
+
+// searchHint says why the advisor's user may not search the WAL directory p: the modes of the
+// directories above it (a data directory is 0700 by default: initdb, Debian's and Ubuntu's
+// packages), never the role's privileges, and the two ways to grant it.
+func searchHint(p string, err error) string {
+	blocked := ""
+	for d := filepath.Dir(p); ; d = filepath.Dir(d) {
+		if st, serr := os.Stat(d); serr == nil && st.Mode().Perm()&0o001 == 0 {
+			blocked = fmt.Sprintf("%s is mode %04o", d, st.Mode().Perm())
+		}
+		if d == filepath.Dir(d) {
+			break
+		}
+	}
+	if blocked == "" {
+		blocked = "a directory above it is not searchable by this user"
+	}
+	return fmt.Sprintf("the WAL directory %s cannot be searched by uid %d (%v): %s. Grant search, not the role: run the advisor with CAP_DAC_READ_SEARCH "+
+		"(the package's unit does: AmbientCapabilities=CAP_DAC_READ_SEARCH), or give the data directory group access "+
+		"(chmod 0750, or initdb --allow-group-access) and the advisor's user the server's group; docs/http.md, \"The WAL directory\"",
+		p, os.Getuid(), errors.Unwrap(err), blocked)
 }
