@@ -175,10 +175,35 @@ func checkSameFS(d *probeDir, walDir string) error {
 	}
 	if ds.Dev != ws.Dev {
 		return refuse("probe directory %q (device %d:%d) is not on the file system of the WAL directory %q (device %d:%d): "+
-			"a probe there would measure another device; pick a directory on the WAL's file system, outside pg_wal and the data directory",
-			d.path, unix.Major(ds.Dev), unix.Minor(ds.Dev), walDir, unix.Major(ws.Dev), unix.Minor(ws.Dev))
+			"a probe there would measure another device; %s",
+			d.path, unix.Major(ds.Dev), unix.Minor(ds.Dev), walDir, unix.Major(ws.Dev), unix.Minor(ws.Dev), probeDirSuggestion(walDir, ws.Dev))
 	}
 	return nil
+}
+
+// probeDirSuggestion names a directory to create on the WAL's file system, at the top of it
+// (its mount point), which is outside pg_wal and, on every packaged layout, the data directory,
+// with the commands that make it the probe directory of the package's unit.
+func probeDirSuggestion(walDir string, dev uint64) string {
+	var pkg unix.Stat_t
+	if unix.Stat(packageProbeDir, &pkg) == nil && pkg.Dev == dev {
+		return fmt.Sprintf("the package's %s is on the WAL's file system: --probe.dir=%s", packageProbeDir, packageProbeDir)
+	}
+	top := walDir
+	for d := filepath.Dir(walDir); d != top; d = filepath.Dir(d) {
+		var st unix.Stat_t
+		if unix.Stat(d, &st) != nil || st.Dev != dev {
+			break
+		}
+		top = d
+	}
+	dir := filepath.Join(top, "pgwal-advisor-probe")
+	if top == walDir || within(dir, filepath.Dir(walDir)) {
+		return "pick a directory on the WAL's file system, outside pg_wal and the data directory"
+	}
+	u, g := "pgwal-advisor", "pgwal-advisor"
+	return fmt.Sprintf("create one there: install -d -o %s -g %s -m 0770 %s, then --probe.dir=%s "+
+		"(the package: PGWAL_ADVISOR_ARGS in /etc/default/pgwal-advisor, and the path in the unit's ReadWritePaths=)", u, g, dir, dir)
 }
 
 func realPath(p string) (string, error) {

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -136,4 +137,29 @@ func TestSchedulerDropsFileWhenFull(t *testing.T) {
 	}
 	assertNoProbeFile(t, dir)
 	os.Remove(fill)
+}
+
+// TestProbeDirSuggestion: a probe directory on another file system than the WAL is refused with
+// a directory to create at the top of the WAL's file system and the commands (issue 35).
+func TestProbeDirSuggestion(t *testing.T) {
+	wal := filepath.Join(t.TempDir(), "data", "pg_wal")
+	if err := os.MkdirAll(wal, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(wal, &st); err != nil {
+		t.Fatal(err)
+	}
+	got := probeDirSuggestion(wal, st.Dev)
+	var pkg unix.Stat_t
+	if unix.Stat(packageProbeDir, &pkg) == nil && pkg.Dev == st.Dev {
+		if !strings.Contains(got, "--probe.dir="+packageProbeDir) {
+			t.Errorf("probeDirSuggestion = %q, want the package's directory, which is on the WAL's file system", got)
+		}
+		return
+	}
+	if !strings.Contains(got, "install -d -o pgwal-advisor -g pgwal-advisor -m 0770 ") || !strings.Contains(got, "pgwal-advisor-probe") ||
+		strings.Contains(got, filepath.Dir(wal)+"/") {
+		t.Errorf("probeDirSuggestion = %q, want a directory outside the data directory and the command that makes it", got)
+	}
 }
