@@ -41,6 +41,9 @@ type CheckResult struct {
 	Probe    *probes.Report   `json:"probe,omitempty"`
 	// ProbeSkipped says why no probe report is included.
 	ProbeSkipped string `json:"probe_skipped,omitempty"`
+	// HAManager is the HA manager that runs the server (collector.ManagerNone for none); nil
+	// when PostgreSQL could not be read.
+	HAManager *collector.HAManager `json:"ha_manager,omitempty"`
 	// History is the window's snapshots the rules judged (not part of the JSON contract): for
 	// measuring a figure a finding predicted (rules.MeasurePredicted) once its change is in
 	// force, and for a test to show what each interval held.
@@ -149,6 +152,9 @@ func (r *CheckResult) judge(h *rules.History, t rules.Thresholds) {
 		if !p.OK {
 			r.Problems = append(r.Problems, p)
 		}
+	}
+	if last.Postgres != nil {
+		r.HAManager = last.Postgres.HAManager
 	}
 	r.Snapshots = h.Len()
 	r.History = h

@@ -24,6 +24,7 @@ func WriteSnapshotTable(w io.Writer, s collector.Snapshot) error {
 	if pg := s.Postgres; pg != nil {
 		fmt.Fprintf(tw, "\nPostgreSQL %s (server_version_num %d)\n", pg.Version, pg.VersionNum)
 		fmt.Fprintf(tw, "  data directory\t%s\n  WAL directory\t%s\n", orDash(pg.DataDir), orDash(pg.WALDir))
+		writeHAManager(tw, pg.HAManager)
 		for _, n := range pg.Notes {
 			fmt.Fprintf(tw, "  note\t%s\n", n)
 		}
@@ -95,6 +96,7 @@ func orDash(s string) string {
 func WriteCheckTable(w io.Writer, r *CheckResult) error {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "Checked %d snapshots over %.0f s.\n", r.Snapshots, r.WindowSeconds)
+	writeHAManager(tw, r.HAManager)
 	for _, p := range r.Problems {
 		fmt.Fprintf(tw, "  MISSING %s: %s\n", p.Name, p.Error)
 	}
@@ -123,6 +125,9 @@ func WriteCheckTable(w io.Writer, r *CheckResult) error {
 			fmt.Fprintf(tw, ": %s -> %s (%s)", orDash(f.Current), f.Recommended, f.Action)
 		}
 		fmt.Fprintf(tw, "\n  %s\n", f.Summary)
+		if cmd := rules.ManagedCommand(r.HAManager, f.Setting, f.Recommended); cmd != "" && f.Recommended != "" && f.Action != rules.ActionSysctl {
+			fmt.Fprintf(tw, "  under %s, change it with: %s\n", r.HAManager.Name, cmd)
+		}
 		for _, e := range f.Evidence {
 			fmt.Fprintf(tw, "    %s\t%s\n", e.Name, formatEvidence(e.Value, e.Unit))
 		}
@@ -200,4 +205,16 @@ func formatEvidence(v float64, unit string) string {
 		return "no"
 	}
 	return fmt.Sprintf("%.4g", v)
+}
+
+// writeHAManager says which HA manager runs the server, and what showed it.
+func writeHAManager(w io.Writer, m *collector.HAManager) {
+	if m == nil {
+		return
+	}
+	fmt.Fprintf(w, "  HA manager\t%s", m.Name)
+	if m.Evidence != "" {
+		fmt.Fprintf(w, " (%s)", m.Evidence)
+	}
+	fmt.Fprintln(w)
 }

@@ -88,6 +88,9 @@ type Postgres struct {
 	WALDir  string `json:"wal_dir,omitempty"`
 	// WALDirProblem says why WALDir is empty: what hid it and what to do ("" when it is known).
 	WALDirProblem string `json:"wal_dir_problem,omitempty"`
+	// HAManager is the high-availability manager that runs the server, if one was found: its
+	// configuration, not the server's postgresql.auto.conf, is where settings belong.
+	HAManager *HAManager `json:"ha_manager,omitempty"`
 	// Notes are things an operator should know about this collection (e.g. "WAL statistics need 14+").
 	Notes []string `json:"notes,omitempty"`
 }
@@ -259,4 +262,25 @@ type DiskIO struct {
 	WriteTimeSeconds float64 `json:"write_time_seconds"`
 	Flushes          uint64  `json:"flushes"`
 	FlushTimeSeconds float64 `json:"flush_time_seconds"`
+}
+
+// HA managers that run PostgreSQL servers, by the name HAManager.Name holds.
+const (
+	ManagerNone          = "none"
+	ManagerPatroni       = "patroni"
+	ManagerCloudNativePG = "cloudnativepg"
+	ManagerStolon        = "stolon"
+	ManagerRepmgr        = "repmgr"
+)
+
+// HAManager is the high-availability manager found running a server, and what showed it.
+type HAManager struct {
+	// Name is one of the Manager* constants.
+	Name string `json:"name"`
+	// Evidence says what showed it ("the postmaster's parent runs patroni /etc/patroni.yml").
+	Evidence string `json:"evidence,omitempty"`
+	// Cluster is the manager's name for the cluster (cluster_name) when known.
+	Cluster string `json:"cluster,omitempty"`
+	// RESTURL is Patroni's REST API, from its configuration file, when it could be read.
+	RESTURL string `json:"rest_url,omitempty"`
 }

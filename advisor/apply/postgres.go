@@ -14,6 +14,7 @@ import (
 
 	"github.com/pgwal-advisor/pgwal-advisor/collector"
 	"github.com/pgwal-advisor/pgwal-advisor/collector/postgres"
+	"github.com/pgwal-advisor/pgwal-advisor/rules"
 )
 
 // PostgresOptions configure a Postgres actuator.
@@ -24,7 +25,9 @@ type PostgresOptions struct {
 	// ConfirmTimeout bounds the wait for the running value to match after pg_reload_conf();
 	// 0 means DefaultConfirmTimeout.
 	ConfirmTimeout time.Duration
-	Logger         *zap.Logger
+	// ProcFS is where /proc is ("" means /proc): it tells which HA manager runs the server.
+	ProcFS string
+	Logger *zap.Logger
 }
 
 // Postgres changes PostgreSQL settings the way an operator would: ALTER SYSTEM, then
@@ -94,6 +97,9 @@ func (p *Postgres) Writable(ctx context.Context, name string) error {
 	if err := p.session.Connect(ctx); err != nil {
 		return err
 	}
+	if err := p.refuseManaged(ctx, name); err != nil {
+		return err
+	}
 	server := p.session.Server()
 	if server.VersionNum >= 170000 {
 		// Asked before the privileges: allow_alter_system = off refuses a superuser too.
@@ -156,6 +162,9 @@ func (p *Postgres) Set(ctx context.Context, name, value string) (Value, error) {
 	if err := p.refuseStandby(ctx); err != nil {
 		return Value{}, err
 	}
+	if err := p.refuseManaged(ctx, name); err != nil {
+		return Value{}, err
+	}
 	if strings.ContainsAny(value, "\\\x00\n") {
 		return Value{}, fmt.Errorf("%s=%q: a value with a backslash, NUL or newline is not written", name, value)
 	}
@@ -216,6 +225,35 @@ var ErrStandby = errors.New("the server is a standby (in recovery): its settings
 // immutable flag). No GRANT helps and a retry fails the same way until its operator changes
 // that, so the manager backs off instead of spending its daily changes (Manager.backOff).
 var ErrAlterSystemRefused = errors.New("the server refuses ALTER SYSTEM")
+
+// refuseManaged refuses ALTER SYSTEM on a server that Patroni, CloudNativePG or Stolon runs:
+// there it would be a node-local override that shadows the cluster's configuration and is lost
+// at a switchover, or it is refused or has no effect (rules.ManagedCommand). It is the server's
+// refusal as a whole (ErrAlterSystemRefused): the settings stay advice, with the manager's
+// command. Restore is not refused: taking back an earlier override is what the manager wants.
+func (p *Postgres) refuseManaged(ctx context.Context, name string) error {
+	var m collector.HAManager
+	err := p.session.Query(ctx, func(ctx context.Context, conn *pgx.Conn) error {
+		var err error
+		m, err = postgres.DetectHAManager(ctx, conn, p.procfs(), p.session.Server().DataDirectory)
+		return err
+	})
+	if err != nil {
+		return p.opErr("find the HA manager", err, "")
+	}
+	if cmd := rules.ManagedCommand(&m, name, "VALUE"); cmd != "" {
+		return fmt.Errorf("%w: %s runs this server (%s): ALTER SYSTEM there is a node-local override that the cluster's configuration does not have and a switchover loses; "+
+			"change %s for the whole cluster: %s", ErrAlterSystemRefused, m.Name, m.Evidence, name, cmd)
+	}
+	return nil
+}
+
+func (p *Postgres) procfs() string {
+	if p.opts.ProcFS == "" {
+		return "/proc"
+	}
+	return p.opts.ProcFS
+}
 
 func (p *Postgres) refuseStandby(ctx context.Context) error {
 	var inRecovery bool

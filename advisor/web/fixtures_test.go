@@ -60,6 +60,7 @@ func snapshot() *collector.Snapshot {
 			Checkpointer: &collector.CheckpointStats{Timed: 7, Requested: 2, WriteTimeSeconds: 30.5, SyncTimeSeconds: 0.75},
 			DataDir:      "/var/lib/postgresql/16/main",
 			WALDir:       "/var/lib/postgresql/16/main/pg_wal",
+			HAManager:    &collector.HAManager{Name: collector.ManagerPatroni, Evidence: "the data directory holds patroni.dynamic.json", Cluster: "main"},
 		},
 		Kernel: &collector.Kernel{
 			VM: collector.VM{

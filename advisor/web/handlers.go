@@ -303,12 +303,17 @@ type landingView struct {
 	Recs                 []landingRec
 	NotEnoughData        []landingNote
 	Probe                ProbeStatus
+	// HAManager is the HA manager that runs the server; nil when PostgreSQL was not read.
+	HAManager *collector.HAManager
 }
 
 type landingNote struct{ Rule, DocsURL, Reason string }
 
 func landingData(st advisor.State) landingView {
 	v := landingView{Ready: st.Snapshot != nil, Probe: probeStatus(st)}
+	if st.Snapshot != nil && st.Snapshot.Postgres != nil {
+		v.HAManager = st.Snapshot.Postgres.HAManager
+	}
 	if target, reason := st.Target(); target != collector.TargetOK {
 		v.Target, v.TargetReason = target, reason
 	}
@@ -379,6 +384,9 @@ const findingsTemplate = `
       {{- end}}
       {{- end}}
       <p>Sync probing: {{if .Probe.Enabled}}on{{else}}off{{with .Probe.DisabledReason}} ({{.}}){{end}}{{end}}.</p>
+      {{- with .HAManager}}
+      <p>HA manager: {{.Name}}{{with .Cluster}}, cluster {{.}}{{end}}{{with .Evidence}} ({{.}}){{end}}.</p>
+      {{- end}}
 `
 
 const landingCSS = `

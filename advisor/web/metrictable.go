@@ -79,6 +79,11 @@ func metricTable() []metricDef {
 				out.add(1, s.Value)
 			}
 		}},
+		{"ha_manager_info", "1 for the HA manager that runs the server (patroni, cloudnativepg, stolon, repmgr or none), with the cluster's name when known.", g, []string{"manager", "cluster"}, 0, func(sc scrapeState, out metricOut) {
+			if pg := sc.postgres(); pg != nil && pg.HAManager != nil {
+				out.add(1, pg.HAManager.Name, pg.HAManager.Cluster)
+			}
+		}},
 		{"fsync_enabled", "1 when fsync is on.", g, nil, 0, settingOn(collector.Fsync)},
 		{"full_page_writes_enabled", "1 when full_page_writes is on.", g, nil, 0, settingOn(collector.FullPageWrites)},
 		{"synchronous_commit_info", "1 for the configured synchronous_commit.", g, []string{"value"}, 0, func(sc scrapeState, out metricOut) {

@@ -78,7 +78,7 @@ Exit status: 0 when nothing failed, 3 when the check or a change failed or the s
 			}
 			st := advisor.State{Snapshot: &snap, Findings: res.Findings, Recommendations: res.Recommendations, Probe: res.Probe, ProbeEnabled: res.Probe != nil, ProbeDisabledReason: res.ProbeSkipped}
 
-			pg := apply.NewPostgres(g.DSN, apply.PostgresOptions{QueryTimeout: g.QueryTimeout, ConfirmTimeout: confirmTimeout, Logger: g.Logger})
+			pg := apply.NewPostgres(g.DSN, apply.PostgresOptions{QueryTimeout: g.QueryTimeout, ProcFS: g.ProcFS, ConfirmTimeout: confirmTimeout, Logger: g.Logger})
 			defer closePostgres(ctx, pg)
 			acts := []apply.Actuator{pg, apply.NewKernel(g.ProcFS, sysctlFile, g.Logger)}
 			m, err := apply.New(apply.Config{Mode: apply.ModeOn, Settings: allowed, Journal: journal}, nil, acts, g.Logger)

@@ -47,7 +47,7 @@ Exit status: 0 when everything is in place, 3 when a check failed, 64 for a usag
 			defer closeSampler(ctx)
 			setup := doctor.Setup{ProbeDir: probeDir, Apply: applyOn, Journal: journal, SysctlFile: sysctlFile}
 			if applyOn {
-				pg := apply.NewPostgres(g.DSN, apply.PostgresOptions{QueryTimeout: g.QueryTimeout, Logger: g.Logger})
+				pg := apply.NewPostgres(g.DSN, apply.PostgresOptions{QueryTimeout: g.QueryTimeout, ProcFS: g.ProcFS, Logger: g.Logger})
 				defer closePostgres(ctx, pg)
 				setup.Postgres, setup.Kernel = pg, apply.NewKernel(g.ProcFS, sysctlFile, g.Logger)
 			}

@@ -82,7 +82,7 @@ given that does not exist included), 64 for a usage error.`,
 				return err
 			}
 			ctx := cmd.Context()
-			pg := apply.NewPostgres(g.DSN, apply.PostgresOptions{QueryTimeout: g.QueryTimeout, ConfirmTimeout: confirmTimeout, Logger: g.Logger})
+			pg := apply.NewPostgres(g.DSN, apply.PostgresOptions{QueryTimeout: g.QueryTimeout, ProcFS: g.ProcFS, ConfirmTimeout: confirmTimeout, Logger: g.Logger})
 			defer closePostgres(ctx, pg)
 			// The sysctl.d file each kernel change used is in its journal record; the guard
 			// takes it only beside --apply.sysctl-file.

@@ -146,7 +146,7 @@ func runDaemon(ctx context.Context, g *cli.Globals, fl *runFlags, flags *pflag.F
 			return usage(err)
 		}
 	}
-	pgApply := apply.NewPostgres(g.DSN, apply.PostgresOptions{QueryTimeout: g.QueryTimeout, Logger: logger})
+	pgApply := apply.NewPostgres(g.DSN, apply.PostgresOptions{QueryTimeout: g.QueryTimeout, ProcFS: g.ProcFS, Logger: logger})
 	defer pgApply.Close(context.WithoutCancel(ctx))
 	mgr, err := apply.New(applyCfg, d, []apply.Actuator{pgApply, apply.NewKernel(g.ProcFS, fl.applySysctl, logger)}, logger)
 	if err != nil {

@@ -21,7 +21,7 @@ const closeTimeout = 2 * time.Second
 // writers from --path.procfs and --path.sysfs, and --wal-dir when given. Call the returned
 // function when done: it closes the connection to PostgreSQL, even after ctx was cancelled.
 func newSampler(g *cli.Globals) (*advisor.Sampler, func(ctx context.Context)) {
-	pg := postgres.New(g.DSN, postgres.Options{QueryTimeout: g.QueryTimeout, WALDir: g.WALDir, Logger: g.Logger})
+	pg := postgres.New(g.DSN, postgres.Options{QueryTimeout: g.QueryTimeout, WALDir: g.WALDir, ProcFS: g.ProcFS, Logger: g.Logger})
 	s := &advisor.Sampler{
 		Postgres: pg,
 		Kernel:   kernel.New(g.ProcFS),

@@ -46,6 +46,9 @@ type Options struct {
 	// may not read data_directory, and for an advisor that sees the server's files under another
 	// path (a container).
 	WALDir string
+	// ProcFS is where /proc is (--path.procfs; "" means /proc): the postmaster's parent tells
+	// which HA manager runs the server.
+	ProcFS string
 	// Logger is scoped with collector=postgres; nil logs nothing.
 	Logger *zap.Logger
 }
@@ -55,6 +58,7 @@ type Options struct {
 // Collect and SampleWaitEvents typically run from different goroutines.
 type Collector struct {
 	walDir string
+	procfs string
 	logger *zap.Logger
 
 	// sem is a mutex that a caller can stop waiting for when its ctx ends. It guards everything
@@ -73,8 +77,13 @@ func New(dsn string, opts Options) *Collector {
 		logger = zap.NewNop()
 	}
 	logger = logger.With(zap.String("collector", collector.PartPostgres))
+	procfs := opts.ProcFS
+	if procfs == "" {
+		procfs = "/proc"
+	}
 	return &Collector{
 		walDir: opts.WALDir,
+		procfs: procfs,
 		logger: logger,
 		sem:    make(chan struct{}, 1),
 		session: NewSession(dsn, SessionOptions{
@@ -118,6 +127,7 @@ func (c *Collector) Collect(ctx context.Context) (*collector.Postgres, error) {
 	pg.VersionNum, pg.Version = v, server.Version
 
 	settingsOK := c.readSettings(ctx, pg, v)
+	c.readHAManager(ctx, pg)
 	c.readWALStats(ctx, pg, v)
 	c.readCheckpoints(ctx, pg, v)
 	// A standby inserts no WAL (pg_current_wal_insert_lsn() raises an error there).
@@ -148,6 +158,17 @@ func (c *Collector) readSettings(ctx context.Context, pg *collector.Postgres, v 
 		pg.Settings = settingsFromRows(list)
 		pg.DataDir = pg.Settings[collector.DataDirectory].Value
 		return nil
+	})
+}
+
+// readHAManager finds the HA manager that runs the server (DetectHAManager).
+func (c *Collector) readHAManager(ctx context.Context, pg *collector.Postgres) {
+	c.step(ctx, pg, "find the HA manager", func(ctx context.Context, conn *pgx.Conn) error {
+		m, err := DetectHAManager(ctx, conn, c.procfs, pg.DataDir)
+		if err == nil {
+			pg.HAManager = &m
+		}
+		return err
 	})
 }
 
