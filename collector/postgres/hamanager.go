@@ -146,8 +146,9 @@ func postmasterParent(procfs, dataDir string) string {
 }
 
 // patroniRESTURL reads Patroni's REST API address from the configuration file its command line
-// names (restapi.connect_address, https when restapi.certfile is set); "" when there is none.
-func patroniRESTURL(cmdline string) string {
+// names (restapi.connect_address, https when restapi.certfile is set), when the file's
+// postgresql.data_dir is dataDir ("" for any); "" when there is none.
+func patroniRESTURL(cmdline, dataDir string) string {
 	for _, arg := range strings.Fields(cmdline) {
 		if ext := filepath.Ext(arg); ext != ".yml" && ext != ".yaml" {
 			continue
@@ -158,8 +159,14 @@ func patroniRESTURL(cmdline string) string {
 				Listen         string `yaml:"listen"`
 				CertFile       string `yaml:"certfile"`
 			} `yaml:"restapi"`
+			PostgreSQL struct {
+				DataDir string `yaml:"data_dir"`
+			} `yaml:"postgresql"`
 		}
 		if yaml.Unmarshal(readHead(arg, 1<<20), &cfg) != nil {
+			return ""
+		}
+		if dataDir != "" && filepath.Clean(cfg.PostgreSQL.DataDir) != filepath.Clean(dataDir) {
 			return ""
 		}
 		addr := cfg.RESTAPI.ConnectAddress
@@ -188,7 +195,39 @@ func DetectHAManager(ctx context.Context, conn *pgx.Conn, procfs, dataDir string
 	}
 	m := decideHAManager(f)
 	if m.Name == collector.ManagerPatroni {
-		m.RESTURL = patroniRESTURL(f.ParentCmdline)
+		m.RESTURL = patroniRESTURL(f.ParentCmdline, "")
+		if m.RESTURL == "" {
+			m.RESTURL = findPatroni(procfs, dataDir)
+		}
 	}
 	return m, nil
+}
+
+// findPatroni looks for the Patroni process whose configuration names dataDir and returns its
+// REST API: Patroni starts the postmaster detached (its parent is init), so the parent alone
+// does not lead to it. "" when none is found.
+func findPatroni(procfs, dataDir string) string {
+	if dataDir == "" {
+		return ""
+	}
+	entries, err := os.ReadDir(procfs)
+	if err != nil {
+		return ""
+	}
+	for i, e := range entries {
+		if i > 65536 {
+			break
+		}
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		cmd := string(bytes.ReplaceAll(readHead(filepath.Join(procfs, e.Name(), "cmdline"), 4096), []byte{0}, []byte(" ")))
+		if !strings.Contains(cmd, "patroni") {
+			continue
+		}
+		if url := patroniRESTURL(cmd, dataDir); url != "" {
+			return url
+		}
+	}
+	return ""
 }

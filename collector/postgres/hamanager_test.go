@@ -55,7 +55,7 @@ func TestPostmasterParentAndRESTURL(t *testing.T) {
 	if want := "/usr/bin/python3 /usr/bin/patroni " + conf; cmd != want {
 		t.Fatalf("postmasterParent = %q, want %q", cmd, want)
 	}
-	if got := patroniRESTURL(cmd); got != "https://10.0.0.5:8008" {
+	if got := patroniRESTURL(cmd, ""); got != "https://10.0.0.5:8008" {
 		t.Errorf("patroniRESTURL = %q, want https://10.0.0.5:8008", got)
 	}
 	write(filepath.Join(data, "postmaster.pid"), "not a pid\n")
