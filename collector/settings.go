@@ -47,6 +47,9 @@ const (
 	// HostWALDevice is where the WAL lives and who else writes there (writeback-stalls-wal).
 	HostWALDevice = "wal_device"
 	HostProbeDir  = "probe.dir"
+	// HostHAConfig is the HA manager's configuration of the cluster (Patroni's DCS), which a
+	// member's postgresql.auto.conf can shadow (ha-override).
+	HostHAConfig = "ha_manager.configuration"
 )
 
 // SettingSource is where a setting lives.
@@ -136,6 +139,7 @@ func SettingTable() []SettingDef {
 		{Name: HostWriteCache, Source: FromHost, Apply: AdviceOnly},
 		{Name: HostWALDevice, Source: FromHost, Apply: AdviceOnly},
 		{Name: HostProbeDir, Source: FromHost, Apply: AdviceOnly},
+		{Name: HostHAConfig, Source: FromHost, Apply: AdviceOnly},
 	}
 }
 

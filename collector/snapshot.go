@@ -283,4 +283,12 @@ type HAManager struct {
 	Cluster string `json:"cluster,omitempty"`
 	// RESTURL is Patroni's REST API, from its configuration file, when it could be read.
 	RESTURL string `json:"rest_url,omitempty"`
+	// ClusterSettings are the PostgreSQL parameters the manager's configuration of the cluster
+	// sets (Patroni: GET /config's postgresql.parameters), as it writes them; nil when unknown.
+	ClusterSettings map[string]string `json:"cluster_settings,omitempty"`
+	// AutoConf are the settings this server runs from its postgresql.auto.conf (ALTER SYSTEM),
+	// as SHOW prints them.
+	AutoConf map[string]string `json:"auto_conf,omitempty"`
+	// ConfigError says why ClusterSettings could not be read.
+	ConfigError string `json:"config_error,omitempty"`
 }

@@ -3,6 +3,7 @@ package rules
 import (
 	"testing"
 
+	"github.com/pgwal-advisor/pgwal-advisor/collector"
 	"github.com/pgwal-advisor/pgwal-advisor/probes"
 )
 
@@ -289,5 +290,24 @@ func TestDecideSyncMethod(t *testing.T) {
 	c, ok := decideSyncMethod(f, cfg)
 	if !ok || (c.m.Name != probes.Fdatasync && c.m.Name != probes.Fsync) {
 		t.Errorf("seed 000: decideSyncMethod = %+v, %v; want fdatasync or fsync", c.m.Name, ok)
+	}
+}
+
+func TestDecideHAOverride(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		f    haOverrideFacts
+		want verdict
+	}{
+		{"no manager", haOverrideFacts{}, verdictQuiet},
+		{"configuration unknown", haOverrideFacts{Manager: collector.ManagerPatroni, Unknown: "503"}, verdictUnknown},
+		{"nothing shadowed", haOverrideFacts{Manager: collector.ManagerPatroni}, verdictQuiet},
+		{"one shadowed", haOverrideFacts{Manager: collector.ManagerPatroni, Shadowed: []shadowed{{"wal_buffers", "16MB", "64kB"}}}, verdictFire},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := decideHAOverride(tt.f); got != tt.want {
+				t.Errorf("decideHAOverride = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }

@@ -140,6 +140,7 @@ func All() []Rule {
 		fullPageImages(),
 		trackWALIOTimingOff(),
 		probeDisabled(),
+		haOverride(),
 	}
 }
 

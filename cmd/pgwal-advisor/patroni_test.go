@@ -1,11 +1,15 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab"
 )
@@ -50,4 +54,24 @@ func TestApplyUnderPatroni(t *testing.T) {
 	if got := jsonPath(t, doc, ".postgres.settings.bgwriter_flush_after.value"); got != "0" {
 		t.Errorf("bgwriter_flush_after = %v after apply under Patroni, want the DCS's 0", got)
 	}
+
+	// An operator's ALTER SYSTEM of a parameter the DCS sets: the daemon's ha-override finding
+	// names it with both values, from the REST API's GET /config.
+	conn, err := pgx.Connect(context.Background(), m.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(context.Background(), "ALTER SYSTEM SET bgwriter_flush_after = '512kB'"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(context.Background(), "SELECT pg_reload_conf()"); err != nil {
+		t.Fatal(err)
+	}
+	d := startRun(t, "--dsn", m.DSN(), "--interval", "1s")
+	waitFor(t, 30*time.Second, "the ha-override finding", func() bool {
+		_, body := d.get(t, "/api/v1/findings")
+		return strings.Contains(body, `"ha-override"`) && strings.Contains(body, "bgwriter_flush_after = 512kB (the cluster's: 0)")
+	})
+	d.stop()
 }

@@ -3,12 +3,16 @@ package postgres
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"go.yaml.in/yaml/v3"
@@ -199,8 +203,69 @@ func DetectHAManager(ctx context.Context, conn *pgx.Conn, procfs, dataDir string
 		if m.RESTURL == "" {
 			m.RESTURL = findPatroni(procfs, dataDir)
 		}
+		if m.AutoConf, err = autoConfSettings(ctx, conn); err != nil {
+			return m, err
+		}
+		m.ClusterSettings, err = patroniParameters(ctx, m.RESTURL)
+		if err != nil {
+			m.ConfigError = err.Error()
+		}
 	}
 	return m, nil
+}
+
+// autoConfSettings are the settings the server runs from postgresql.auto.conf (pg_settings'
+// sourcefile, which pg_read_all_settings shows; pg_file_settings is for superusers only).
+func autoConfSettings(ctx context.Context, conn *pgx.Conn) (map[string]string, error) {
+	rows, err := conn.Query(ctx, `SELECT name, pg_catalog.current_setting(name) FROM pg_catalog.pg_settings
+		WHERE sourcefile OPERATOR(pg_catalog.~~) '%/postgresql.auto.conf'::pg_catalog.text`)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	var name, value string
+	_, err = pgx.ForEachRow(rows, []any{&name, &value}, func() error {
+		out[name] = value
+		return nil
+	})
+	return out, err
+}
+
+// patroniParameters reads the cluster's PostgreSQL parameters from Patroni's REST API
+// (GET /config, which needs no credentials), bounded in time and size.
+func patroniParameters(ctx context.Context, restURL string) (map[string]string, error) {
+	if restURL == "" {
+		return nil, errors.New("Patroni's REST API was not found (its configuration file names it)")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, restURL+"/config", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s/config: %w", restURL, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s/config: %s", restURL, resp.Status)
+	}
+	var cfg struct {
+		PostgreSQL struct {
+			Parameters map[string]any `json:"parameters"`
+		} `json:"postgresql"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&cfg); err != nil {
+		return nil, fmt.Errorf("GET %s/config: %w", restURL, err)
+	}
+	out := map[string]string{}
+	for k, v := range cfg.PostgreSQL.Parameters {
+		if v != nil {
+			out[k] = fmt.Sprint(v)
+		}
+	}
+	return out, nil
 }
 
 // findPatroni looks for the Patroni process whose configuration names dataDir and returns its
