@@ -369,9 +369,11 @@ CREATE VIEW public.pg_stat_io AS SELECT * FROM (VALUES
 		}
 		defer conn.Close(ctx)
 
+		// The queries name pg_catalog's views; the stand-ins live in public.
+		standIn := strings.NewReplacer("pg_catalog.pg_stat_checkpointer", "public.pg_stat_checkpointer", "pg_catalog.pg_stat_io", "public.pg_stat_io").Replace
 		for _, v := range []int{170000, 180000} {
 			var row []byte
-			if err := conn.QueryRow(ctx, checkpointQuery(v)).Scan(&row); err != nil {
+			if err := conn.QueryRow(ctx, standIn(checkpointQuery(v))).Scan(&row); err != nil {
 				t.Fatalf("checkpointQuery(%d): %v", v, err)
 			}
 			cp, err := parseCheckpoints(v, row)
@@ -385,7 +387,7 @@ CREATE VIEW public.pg_stat_io AS SELECT * FROM (VALUES
 
 		// On 18 pg_stat_wal has no wal_write; this server's extra columns are ignored.
 		var walRow, ioRows []byte
-		if err := conn.QueryRow(ctx, walStatsQuery(180000)).Scan(&walRow, &ioRows); err != nil {
+		if err := conn.QueryRow(ctx, standIn(walStatsQuery(180000))).Scan(&walRow, &ioRows); err != nil {
 			t.Fatalf("walStatsQuery(180000): %v", err)
 		}
 		w, err := parseWAL(180000, walRow, ioRows)
