@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/pgwal-advisor/pgwal-advisor/collector"
@@ -66,5 +67,44 @@ func TestPostmasterParentAndRESTURL(t *testing.T) {
 	write(filepath.Join(data, "postmaster.pid"), strconv.Itoa(4242)+"\n")
 	if got := postmasterParent(root, data); got != "" {
 		t.Errorf("a postmaster whose parent is init: %q, want none", got)
+	}
+}
+
+// TestSearchHint: a WAL directory the advisor's user may not search is blamed on the directory's
+// mode, with both ways to grant search, never on the role (issue 35).
+func TestSearchHint(t *testing.T) {
+	tmp := t.TempDir()
+	// Only the data directory is closed, as on Debian (/var/lib/postgresql/15 is 0755).
+	for _, d := range []string{filepath.Dir(tmp), tmp} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data := filepath.Join(tmp, "main")
+	if err := os.MkdirAll(filepath.Join(data, "pg_wal"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	got := searchHint(filepath.Join(data, "pg_wal"), &os.PathError{Op: "lstat", Path: data, Err: os.ErrPermission})
+	for _, want := range []string{data + " is mode 0700", "CAP_DAC_READ_SEARCH", "chmod 0750", "allow-group-access"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("searchHint lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "pg_monitor") {
+		t.Errorf("searchHint blames the role's privileges:\n%s", got)
+	}
+}
+
+// TestPeerHint: peer authentication refusing a role named unlike the OS user says so, with the
+// role to create and the map to write.
+func TestPeerHint(t *testing.T) {
+	got := peerHint("pgwal_advisor_nobody")
+	for _, want := range []string{"only as the role of the same name", "CREATE ROLE", "pg_ident.conf", "local all all peer"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("peerHint lacks %q:\n%s", want, got)
+		}
 	}
 }
