@@ -146,5 +146,5 @@ func configIs(setting string, live, old Value) bool {
 	}
 	return sameValue(setting, live.Value, old.Value) && live.PendingRestart == old.PendingRestart &&
 		same(live.AutoConf, old.AutoConf) && live.TwinValue == old.TwinValue && same(live.Persisted, old.Persisted) &&
-		maps.Equal(live.Sysctl, old.Sysctl)
+		maps.Equal(live.Sysctl, old.Sysctl) && (old.Route != RoutePatroni || same(live.DCS, old.DCS))
 }

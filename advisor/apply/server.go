@@ -44,8 +44,11 @@ func otherServer(c *change, live Value) error {
 	if was == nil || is == nil {
 		return nil
 	}
+	// A change made through Patroni is the cluster's: every member shares the system
+	// identifier, and after a switchover another member's data directory answers.
+	cluster := c.Intent.Old.Route == RoutePatroni
 	if was.SystemIdentifier == is.SystemIdentifier &&
-		(was.DataDirectory == "" || is.DataDirectory == "" || was.DataDirectory == is.DataDirectory) {
+		(cluster || was.DataDirectory == "" || is.DataDirectory == "" || was.DataDirectory == is.DataDirectory) {
 		return nil
 	}
 	return fmt.Errorf("change %d (%s) was made on the server with %s, but the connection reaches the server with %s: "+

@@ -42,6 +42,13 @@ type Value struct {
 	// Server is the PostgreSQL server the value was read from (server.go); nil for a kernel knob,
 	// and in journals written before it was recorded.
 	Server *Server `json:"server,omitempty"`
+
+	// Route is how the value was read and a change is made: "" for ALTER SYSTEM on one server,
+	// RoutePatroni for Patroni's configuration of the cluster (patroni.go).
+	Route string `json:"route,omitempty"`
+	// DCS is what Patroni's configuration held for the setting (nil: nothing); restoring it
+	// puts this back, or removes the parameter.
+	DCS *string `json:"dcs,omitempty"`
 }
 
 // kindEnumOrBool is an enum on a server that lists its values (pg_settings.enumvals) and a

@@ -119,6 +119,12 @@ func checkWrite(ctx context.Context, a Actuator, setting, value string, old *Val
 	if old != nil && old.AutoConf != nil {
 		values = append(values, *old.AutoConf)
 	}
+	if old != nil && old.DCS != nil {
+		values = append(values, *old.DCS)
+	}
+	if old != nil && old.Route != "" && old.Route != RoutePatroni {
+		return refuse(setting, "the record names the route %q, which the apply mode does not have", old.Route)
+	}
 	var live *Value
 	if sp.kind == kindEnum || sp.kind == kindBool || sp.kind == kindEnumOrBool {
 		v, err := a.Read(ctx, setting)

@@ -23,6 +23,7 @@ func newApplyCmd(g *cli.Globals) *cobra.Command {
 		settings       []string
 		journal        string
 		sysctlFile     string
+		patroni        patroniFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "apply",
@@ -80,7 +81,11 @@ Exit status: 0 when nothing failed, 3 when the check or a change failed or the s
 
 			pg := apply.NewPostgres(g.DSN, apply.PostgresOptions{QueryTimeout: g.QueryTimeout, ProcFS: g.ProcFS, ConfirmTimeout: confirmTimeout, Logger: g.Logger})
 			defer closePostgres(ctx, pg)
-			acts := []apply.Actuator{pg, apply.NewKernel(g.ProcFS, sysctlFile, g.Logger)}
+			route, err := patroni.postgresRoute(g, pg)
+			if err != nil {
+				return err
+			}
+			acts := []apply.Actuator{route, apply.NewKernel(g.ProcFS, sysctlFile, g.Logger)}
 			m, err := apply.New(apply.Config{Mode: apply.ModeOn, Settings: allowed, Journal: journal}, nil, acts, g.Logger)
 			if err != nil {
 				return fmt.Errorf("%w: %w", err, cli.ErrUsage)
@@ -122,6 +127,7 @@ Exit status: 0 when nothing failed, 3 when the check or a change failed or the s
 	f.StringSliceVar(&settings, "apply.settings", apply.DefaultSettings(), "settings that may be changed (comma-separated)")
 	f.StringVar(&journal, "apply.journal", apply.DefaultJournal, "the apply journal (JSON lines); its directory must exist")
 	f.StringVar(&sysctlFile, "apply.sysctl-file", apply.DefaultSysctlFile, "sysctl.d file where kernel settings are persisted")
+	patroni.register(f)
 	return cli.StopOnHangup(cmd)
 }
 

@@ -21,6 +21,7 @@ func newRollbackCmd(g *cli.Globals) *cobra.Command {
 		id             int
 		confirmTimeout time.Duration
 		sysctlFile     string
+		patroni        patroniFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "rollback",
@@ -86,7 +87,11 @@ given that does not exist included), 64 for a usage error.`,
 			defer closePostgres(ctx, pg)
 			// The sysctl.d file each kernel change used is in its journal record; the guard
 			// takes it only beside --apply.sysctl-file.
-			acts := []apply.Actuator{pg, apply.NewKernel(g.ProcFS, sysctlFile, g.Logger)}
+			route, err := patroni.postgresRoute(g, pg)
+			if err != nil {
+				return err
+			}
+			acts := []apply.Actuator{route, apply.NewKernel(g.ProcFS, sysctlFile, g.Logger)}
 			results, err := apply.Rollback(ctx, apply.NewJournal(journal), acts, id, nil, g.Logger)
 			if err != nil && results == nil {
 				// The journal could not be read (or the change not found): the error alone
@@ -116,6 +121,7 @@ given that does not exist included), 64 for a usage error.`,
 	f.BoolVar(&all, "all", false, "roll back every change still in effect, newest first")
 	f.IntVar(&id, "id", 0, "roll back one change (its id in the journal)")
 	f.StringVar(&sysctlFile, "apply.sysctl-file", apply.DefaultSysctlFile, "the sysctl.d file the apply mode persists kernel settings in: a journal's recorded file is used only beside it, named like it")
+	patroni.register(f)
 	f.DurationVar(&confirmTimeout, "confirm-timeout", apply.DefaultConfirmTimeout, "how long to wait for a reloaded setting to show its old value")
 	return cmd
 }

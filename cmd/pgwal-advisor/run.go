@@ -30,6 +30,7 @@ type runFlags struct {
 	applyMode   string
 	applyCfg    apply.Config
 	applySysctl string
+	patroni     patroniFlags
 }
 
 func newRunCmd(g *cli.Globals) *cobra.Command {
@@ -85,6 +86,7 @@ func (fl *runFlags) register(f *pflag.FlagSet) {
 	f.StringSliceVar(&fl.applyCfg.Settings, "apply.settings", apply.DefaultSettings(), "settings the apply mode may change (fsync, synchronous_commit and full_page_writes never are)")
 	f.StringVar(&fl.applyCfg.Journal, "apply.journal", apply.DefaultJournal, "the apply journal (JSON lines); 'pgwal-advisor rollback --journal FILE' restores what it records")
 	f.StringVar(&fl.applySysctl, "apply.sysctl-file", apply.DefaultSysctlFile, "sysctl.d file that persists applied kernel settings")
+	fl.patroni.register(f)
 	f.DurationVar(&fl.applyCfg.VerifyWindow, "apply.verify-window", apply.DefaultVerifyWindow, "how long the figures are measured before and after a change")
 	f.DurationVar(&fl.applyCfg.Cooldown, "apply.cooldown", apply.DefaultCooldown, "least time between two changes")
 	f.IntVar(&fl.applyCfg.MaxPerDay, "apply.max-per-day", apply.DefaultMaxPerDay, "most changes started in 24 hours")
@@ -148,7 +150,11 @@ func runDaemon(ctx context.Context, g *cli.Globals, fl *runFlags, flags *pflag.F
 	}
 	pgApply := apply.NewPostgres(g.DSN, apply.PostgresOptions{QueryTimeout: g.QueryTimeout, ProcFS: g.ProcFS, Logger: logger})
 	defer pgApply.Close(context.WithoutCancel(ctx))
-	mgr, err := apply.New(applyCfg, d, []apply.Actuator{pgApply, apply.NewKernel(g.ProcFS, fl.applySysctl, logger)}, logger)
+	route, err := fl.patroni.postgresRoute(g, pgApply)
+	if err != nil {
+		return usage(err)
+	}
+	mgr, err := apply.New(applyCfg, d, []apply.Actuator{route, apply.NewKernel(g.ProcFS, fl.applySysctl, logger)}, logger)
 	if err != nil {
 		return usage(err)
 	}

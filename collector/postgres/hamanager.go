@@ -235,7 +235,7 @@ func autoConfSettings(ctx context.Context, conn *pgx.Conn) (map[string]string, e
 // (GET /config, which needs no credentials), bounded in time and size.
 func patroniParameters(ctx context.Context, restURL string) (map[string]string, error) {
 	if restURL == "" {
-		return nil, errors.New("Patroni's REST API was not found (its configuration file names it)")
+		return nil, errors.New("the Patroni REST API was not found (its configuration file names it)")
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()

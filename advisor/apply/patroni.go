@@ -1,0 +1,278 @@
+package apply
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// RoutePatroni marks a value read, and a change made, through Patroni's configuration of the
+// cluster (its DCS) instead of ALTER SYSTEM.
+const RoutePatroni = "patroni"
+
+// PatroniOptions configure a Patroni route.
+type PatroniOptions struct {
+	// URL is the member's REST API (restapi.connect_address), e.g. http://127.0.0.1:8008.
+	URL string
+	// Username and Password are restapi.authentication's, which PATCH /config needs.
+	Username, Password string
+	// ConfirmTimeout bounds the wait for the member to run (or to wait for a restart with) a
+	// value after PATCH /config: Patroni applies it on its next loop (loop_wait, 10 s by
+	// default). 0 means 30 s.
+	ConfirmTimeout time.Duration
+	Logger         *zap.Logger
+}
+
+// Patroni changes PostgreSQL settings for the whole cluster through Patroni's REST API: PATCH
+// /config sets the parameter in the DCS, and Patroni writes it into every member's
+// configuration and reloads it, or marks the members pending restart (Patroni docs, "Dynamic
+// configuration", and its REST API's PATCH /config). postgresql.auto.conf is never written, so
+// no member is left with an override the cluster does not have, and a switchover keeps the
+// value. The member's own running value is read over the advisor's connection (pg), which also
+// reports the server's identity; the record keeps what the DCS held (DCS, nil for absent), which
+// Restore puts back, or removes.
+type Patroni struct {
+	opts   PatroniOptions
+	pg     *Postgres
+	client *http.Client
+	logger *zap.Logger
+}
+
+// NewPatroni returns the Patroni route for the member pg connects to.
+func NewPatroni(opts PatroniOptions, pg *Postgres) *Patroni {
+	if opts.ConfirmTimeout <= 0 {
+		opts.ConfirmTimeout = 30 * time.Second
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	opts.URL = strings.TrimRight(opts.URL, "/")
+	return &Patroni{opts: opts, pg: pg, client: &http.Client{Timeout: 10 * time.Second}, logger: logger.With(zap.String("actuator", "patroni"))}
+}
+
+// Owns reports whether name is a PostgreSQL setting: under Patroni every one goes through it.
+func (p *Patroni) Owns(name string) bool { return p.pg.Owns(name) }
+
+// Read returns the member's live value with what the DCS holds for the setting.
+func (p *Patroni) Read(ctx context.Context, name string) (Value, error) {
+	v, err := p.pg.Read(ctx, name)
+	if err != nil {
+		return v, err
+	}
+	params, err := p.parameters(ctx)
+	if err != nil {
+		return v, err
+	}
+	v.Route = RoutePatroni
+	if s, ok := params[name]; ok {
+		v.DCS = &s
+	}
+	return v, nil
+}
+
+// Writable checks that the REST API answers and takes the credentials: an empty PATCH /config
+// changes nothing and is refused (401) without them.
+func (p *Patroni) Writable(ctx context.Context, name string) error {
+	if !p.Owns(name) {
+		return fmt.Errorf("the Patroni route does not change %s", name)
+	}
+	if err := p.pg.refuseStandby(ctx); err != nil {
+		return err
+	}
+	if _, err := p.patch(ctx, map[string]any{}); err != nil {
+		return routeRefused{err}
+	}
+	return nil
+}
+
+// routeRefused is the Patroni route refusing every setting (its REST API down, or refusing the
+// credentials): to the manager and `apply --yes` it is what ErrAlterSystemRefused is to the
+// ALTER SYSTEM route - the settings stay advice, backed off, and the command could not do its
+// job - and it reads as its own cause.
+type routeRefused struct{ err error }
+
+func (e routeRefused) Error() string        { return e.err.Error() }
+func (e routeRefused) Unwrap() error        { return e.err }
+func (e routeRefused) Is(target error) bool { return target == ErrAlterSystemRefused }
+
+// Set puts name = value into the cluster's configuration and waits until this member runs it
+// (or, for a restart setting, reports it pending restart: Patroni restarts nothing by itself).
+// On failure the DCS's old value is put back before Set returns.
+func (p *Patroni) Set(ctx context.Context, name, value string) (Value, error) {
+	if strings.ContainsAny(value, "\\\x00\n") {
+		return Value{}, fmt.Errorf("%s=%q: a value with a backslash, NUL or newline is not written", name, value)
+	}
+	if err := p.pg.refuseStandby(ctx); err != nil {
+		return Value{}, err
+	}
+	old, err := p.Read(ctx, name)
+	if err != nil {
+		return Value{}, err
+	}
+	if old.AutoConf != nil {
+		return Value{}, fmt.Errorf("%s is set in this member's postgresql.auto.conf (%s), which overrides Patroni's configuration on this member: "+
+			"a change in the DCS would not reach it; ALTER SYSTEM RESET %s on this member first (the ha-override finding)", name, *old.AutoConf, name)
+	}
+	if _, err := p.patch(ctx, map[string]any{name: value}); err != nil {
+		return Value{}, err
+	}
+	live, err := p.waitFor(ctx, name, func(v Value) bool {
+		return sameValue(name, v.Value, value) || old.Context == "postmaster" && v.PendingRestart
+	})
+	if err != nil {
+		if _, undoErr := p.restore(ctx, name, old); undoErr != nil {
+			return live, fmt.Errorf("%w; putting back the DCS's old value failed too, restore %s with patronictl edit-config: %w", err, name, undoErr)
+		}
+		return live, fmt.Errorf("%w (the DCS's old value was put back)", err)
+	}
+	p.logger.Info("setting changed in Patroni's configuration", zap.String("setting", name), zap.String("old", old.Value),
+		zap.String("new", value), zap.Bool("pending_restart", live.PendingRestart))
+	return live, nil
+}
+
+// Restore puts back what the DCS held (or removes the parameter when it held none). A record
+// made with ALTER SYSTEM (no route) is restored as it was made, on this member: taking back a
+// node-local override is what Patroni wants too.
+func (p *Patroni) Restore(ctx context.Context, name string, old Value) (Value, error) {
+	if old.Route != RoutePatroni {
+		return p.pg.Restore(ctx, name, old)
+	}
+	if err := p.pg.refuseStandby(ctx); err != nil {
+		return Value{}, err
+	}
+	return p.restore(ctx, name, old)
+}
+
+func (p *Patroni) restore(ctx context.Context, name string, old Value) (Value, error) {
+	var v any // nil: PATCH null removes the parameter
+	if old.DCS != nil {
+		v = *old.DCS
+	}
+	if _, err := p.patch(ctx, map[string]any{name: v}); err != nil {
+		return Value{}, err
+	}
+	live, err := p.waitFor(ctx, name, func(v Value) bool {
+		return sameValue(name, v.Value, old.Value) || old.Context == "postmaster" && v.PendingRestart
+	})
+	if err != nil {
+		return live, err
+	}
+	p.logger.Info("setting restored in Patroni's configuration", zap.String("setting", name), zap.String("value", old.Value))
+	return live, nil
+}
+
+// waitFor reads the member until done holds or the confirm timeout passes.
+func (p *Patroni) waitFor(ctx context.Context, name string, done func(Value) bool) (Value, error) {
+	deadline := time.Now().Add(p.opts.ConfirmTimeout)
+	for {
+		v, err := p.Read(ctx, name)
+		if err != nil {
+			return v, err
+		}
+		if done(v) {
+			return v, nil
+		}
+		if time.Now().After(deadline) {
+			return v, fmt.Errorf("%s is %s (pending_restart %v) %s after PATCH %s/config: does Patroni run on this member, and is its configuration valid (patronictl show-config, Patroni's log)?",
+				name, v.Value, v.PendingRestart, p.opts.ConfirmTimeout, p.opts.URL)
+		}
+		select {
+		case <-ctx.Done():
+			return v, fmt.Errorf("wait for %s to change: %w", name, ctx.Err())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// SegmentBytes and ServerBounds are the member's, for the guard.
+func (p *Patroni) SegmentBytes(ctx context.Context) (int64, error) { return p.pg.SegmentBytes(ctx) }
+
+// ServerBounds is the member's pg_settings bounds of name.
+func (p *Patroni) ServerBounds(ctx context.Context, name string) (float64, float64, bool, error) {
+	return p.pg.ServerBounds(ctx, name)
+}
+
+// Close closes the member's connection.
+func (p *Patroni) Close(ctx context.Context) error { return p.pg.Close(ctx) }
+
+// parameters reads the cluster's PostgreSQL parameters (GET /config), as JSON values printed.
+func (p *Patroni) parameters(ctx context.Context) (map[string]string, error) {
+	body, err := p.do(ctx, http.MethodGet, nil)
+	if err != nil {
+		return nil, err
+	}
+	return decodeParameters(body, p.opts.URL)
+}
+
+// patch sends PATCH /config with params as postgresql.parameters (a nil value removes one).
+func (p *Patroni) patch(ctx context.Context, params map[string]any) ([]byte, error) {
+	b, err := json.Marshal(map[string]any{"postgresql": map[string]any{"parameters": params}})
+	if err != nil {
+		return nil, err
+	}
+	return p.do(ctx, http.MethodPatch, b)
+}
+
+func (p *Patroni) do(ctx context.Context, method string, body []byte) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, p.opts.URL+"/config", bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("the Patroni REST API %q: %w (give the member's restapi.connect_address, e.g. http://127.0.0.1:8008)", p.opts.URL, err)
+	}
+	if p.opts.Username != "" {
+		req.SetBasicAuth(p.opts.Username, p.opts.Password)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s/config: %w (is Patroni running, and is this its REST API? nothing was changed)", method, p.opts.URL, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return nil, fmt.Errorf("%s %s/config: %w", method, p.opts.URL, err)
+	}
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized:
+		return nil, fmt.Errorf("%s %s/config: 401 %s: Patroni's REST API refused the credentials: give restapi.authentication's user and password "+
+			"(--apply.patroni-user, --apply.patroni-password-file); nothing was changed", method, p.opts.URL, strings.TrimSpace(string(b)))
+	case resp.StatusCode != http.StatusOK:
+		return nil, fmt.Errorf("%s %s/config: %s %s", method, p.opts.URL, resp.Status, strings.TrimSpace(string(b)))
+	}
+	return b, nil
+}
+
+// decodeParameters reads postgresql.parameters from a /config body, each value as a string.
+func decodeParameters(body []byte, url string) (map[string]string, error) {
+	var cfg struct {
+		PostgreSQL struct {
+			Parameters map[string]any `json:"parameters"`
+		} `json:"postgresql"`
+	}
+	if err := json.Unmarshal(body, &cfg); err != nil {
+		return nil, fmt.Errorf("GET %s/config: %w", url, err)
+	}
+	out := map[string]string{}
+	for k, v := range cfg.PostgreSQL.Parameters {
+		switch v := v.(type) {
+		case nil:
+		case string:
+			out[k] = v
+		case float64, bool, json.Number:
+			out[k] = fmt.Sprint(v)
+		default:
+			return nil, errors.New("GET " + url + "/config: parameter " + k + " is not a scalar")
+		}
+	}
+	return out, nil
+}
