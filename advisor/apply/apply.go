@@ -88,6 +88,9 @@ type Config struct {
 	// PollInterval is how often Run reads the advisor's state; work is done only when a new
 	// snapshot has arrived.
 	PollInterval time.Duration
+	// RestartWindow is when a route that can restart PostgreSQL (Patroni) may be asked to, for a
+	// change waiting for a restart; the zero value is never.
+	RestartWindow RestartWindow
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }

@@ -80,6 +80,8 @@ type Manager struct {
 	// elsewhere holds the changes of the journal made on another server than --dsn reaches,
 	// by ID, with why they are left alone (otherServer).
 	elsewhere map[int]string
+	// restartAfter holds, per change, when a failed restart request may be tried again.
+	restartAfter map[int]time.Time
 
 	mu     sync.RWMutex
 	status Status
@@ -109,6 +111,7 @@ func New(cfg Config, src StateSource, acts []Actuator, logger *zap.Logger) (*Man
 		said:          map[string]bool{},
 		dryRunSeen:    map[string]string{},
 		elsewhere:     map[int]string{},
+		restartAfter:  map[int]time.Time{},
 	}
 	m.status = Status{Mode: cfg.Mode, Settings: slices.Clone(cfg.Settings), Reason: modeReason(cfg.Mode)}
 	return m, nil

@@ -223,7 +223,16 @@ func (p *Patroni) patch(ctx context.Context, params map[string]any) ([]byte, err
 }
 
 func (p *Patroni) do(ctx context.Context, method string, body []byte) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, method, p.opts.URL+"/config", bytes.NewReader(body))
+	return p.request(ctx, method, p.opts.URL+"/config", body)
+}
+
+// request sends one request to a member's REST API with the credentials, bounded in size.
+func (p *Patroni) request(ctx context.Context, method, url string, body []byte) ([]byte, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
 	if err != nil {
 		return nil, fmt.Errorf("the Patroni REST API %q: %w (give the member's restapi.connect_address, e.g. http://127.0.0.1:8008)", p.opts.URL, err)
 	}
@@ -235,19 +244,19 @@ func (p *Patroni) do(ctx context.Context, method string, body []byte) ([]byte, e
 	}
 	resp, err := p.client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s/config: %w (is Patroni running, and is this its REST API? nothing was changed)", method, p.opts.URL, err)
+		return nil, fmt.Errorf("%s %s: %w (is Patroni running, and is this its REST API? nothing was changed)", method, url, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return nil, fmt.Errorf("%s %s/config: %w", method, p.opts.URL, err)
+		return nil, fmt.Errorf("%s %s: %w", method, url, err)
 	}
 	switch {
 	case resp.StatusCode == http.StatusUnauthorized:
-		return nil, fmt.Errorf("%s %s/config: 401 %s: Patroni's REST API refused the credentials: give restapi.authentication's user and password "+
-			"(--apply.patroni-user, --apply.patroni-password-file); nothing was changed", method, p.opts.URL, strings.TrimSpace(string(b)))
+		return nil, fmt.Errorf("%s %s: 401 %s: Patroni's REST API refused the credentials: give restapi.authentication's user and password "+
+			"(--apply.patroni-user, --apply.patroni-password-file); nothing was changed", method, url, strings.TrimSpace(string(b)))
 	case resp.StatusCode != http.StatusOK:
-		return nil, fmt.Errorf("%s %s/config: %s %s", method, p.opts.URL, resp.Status, strings.TrimSpace(string(b)))
+		return nil, fmt.Errorf("%s %s: %s %s", method, url, resp.Status, strings.TrimSpace(string(b)))
 	}
 	return b, nil
 }
@@ -275,4 +284,87 @@ func decodeParameters(body []byte, url string) (map[string]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// member is one member of Patroni's GET /cluster.
+type member struct {
+	Name           string `json:"name"`
+	Role           string `json:"role"`
+	State          string `json:"state"`
+	APIURL         string `json:"api_url"`
+	PendingRestart bool   `json:"pending_restart"`
+}
+
+// RestartPending asks Patroni to restart each member whose PostgreSQL waits for a restart (POST
+// /restart with restart_pending, which Patroni refuses to do for a member with nothing pending),
+// replicas first and the leader last, one at a time, each confirmed running before the next: the
+// settings the apply mode changes (wal_buffers) carry no constraint between members, and a
+// replica restarted first keeps the leader serving while the others come back. The advisor never
+// restarts PostgreSQL itself; this is Patroni's own restart, which it orders and confirms.
+func (p *Patroni) RestartPending(ctx context.Context) error {
+	body, err := p.request(ctx, http.MethodGet, p.opts.URL+"/cluster", nil)
+	if err != nil {
+		return err
+	}
+	var cl struct {
+		Members []member `json:"members"`
+	}
+	if err := json.Unmarshal(body, &cl); err != nil {
+		return fmt.Errorf("GET %s/cluster: %w", p.opts.URL, err)
+	}
+	var order []member
+	for _, leaderLast := range []bool{false, true} {
+		for _, m := range cl.Members {
+			if isLeader(m.Role) == leaderLast {
+				order = append(order, m)
+			}
+		}
+	}
+	for _, m := range order {
+		if err := p.restartMember(ctx, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func isLeader(role string) bool { return role == "leader" || role == "master" || role == "primary" }
+
+// restartMember restarts one member if it waits for a restart, and waits until it runs again
+// with nothing pending.
+func (p *Patroni) restartMember(ctx context.Context, m member) error {
+	api := strings.TrimSuffix(strings.TrimRight(m.APIURL, "/"), "/patroni")
+	st, err := p.memberState(ctx, api)
+	if err != nil || !st.PendingRestart {
+		return err
+	}
+	b, _ := json.Marshal(map[string]any{"restart_pending": true})
+	if _, err := p.request(ctx, http.MethodPost, api+"/restart", b); err != nil {
+		return fmt.Errorf("restart member %s: %w", m.Name, err)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		st, err := p.memberState(ctx, api)
+		if err == nil && st.State == "running" && !st.PendingRestart {
+			p.logger.Info("patroni restarted a member", zap.String("member", m.Name), zap.String("role", m.Role))
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("member %s is not running without a pending restart 2m after POST %s/restart (state %q, %v)", m.Name, api, st.State, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func (p *Patroni) memberState(ctx context.Context, api string) (member, error) {
+	var st member
+	body, err := p.request(ctx, http.MethodGet, api+"/patroni", nil)
+	if err == nil {
+		err = json.Unmarshal(body, &st)
+	}
+	return st, err
 }

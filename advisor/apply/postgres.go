@@ -242,8 +242,16 @@ func (p *Postgres) refuseManaged(ctx context.Context, name string) error {
 		return p.opErr("find the HA manager", err, "")
 	}
 	if cmd := rules.ManagedCommand(&m, name, "VALUE"); cmd != "" {
+		route := ""
+		if m.Name == collector.ManagerPatroni {
+			url := m.RESTURL
+			if url == "" {
+				url = "URL"
+			}
+			route = fmt.Sprintf("; or let the advisor change it there: --apply.patroni-url %s with --apply.patroni-user and --apply.patroni-password-file (docs/apply.md, \"Under an HA manager\")", url)
+		}
 		return fmt.Errorf("%w: %s runs this server (%s): ALTER SYSTEM there is a node-local override that the cluster's configuration does not have and a switchover loses; "+
-			"change %s for the whole cluster: %s", ErrAlterSystemRefused, m.Name, m.Evidence, name, cmd)
+			"change %s for the whole cluster: %s%s", ErrAlterSystemRefused, m.Name, m.Evidence, name, cmd, route)
 	}
 	return nil
 }

@@ -60,6 +60,7 @@ func (m *Manager) watchOne(ctx context.Context, l *ledger, c *change, a Actuator
 			m.logger.Info("apply: a pending change took effect after a restart", zap.Int("id", c.ID()), zap.String("setting", s), zap.String("value", live.Value))
 			return err
 		case live.PendingRestart && (live.AutoConf == nil || sameValue(s, *live.AutoConf, in.New)):
+			m.restartInWindow(ctx, c, a)
 			return nil // still waiting for the restart
 		}
 		return m.abandon(l, c, live, fmt.Sprintf("%s no longer waits for a restart with %s: it is %s (pending_restart %v)", s, in.New, live.Value, live.PendingRestart))
@@ -71,6 +72,34 @@ func (m *Manager) watchOne(ctx context.Context, l *ledger, c *change, a Actuator
 		return nil // verified, or applied by hand with `apply --yes`: managed, not verified
 	}
 	return m.verify(ctx, l, c, a)
+}
+
+// restarter is a route that can have PostgreSQL restarted for a pending change (Patroni).
+type restarter interface {
+	RestartPending(ctx context.Context) error
+}
+
+// restartRetry is how long after a failed restart request the next one waits.
+const restartRetry = 10 * time.Minute
+
+// restartInWindow asks the route to restart what waits for change c's restart, when the route
+// can and the operator's restart window is open; the next watch finds the new value running and
+// verification starts from there. Without a window nothing is restarted, as before.
+func (m *Manager) restartInWindow(ctx context.Context, c *change, a Actuator) {
+	if g, ok := a.(guarded); ok {
+		a = g.Actuator
+	}
+	r, ok := a.(restarter)
+	now := m.now()
+	if !ok || !m.cfg.RestartWindow.Contains(now) || now.Before(m.restartAfter[c.ID()]) {
+		return
+	}
+	m.logger.Info("apply: asking the HA manager to restart PostgreSQL for a pending change, inside the restart window",
+		zap.Int("id", c.ID()), zap.String("setting", c.Intent.Setting), zap.String("window", m.cfg.RestartWindow.String()))
+	if err := r.RestartPending(ctx); err != nil {
+		m.restartAfter[c.ID()] = now.Add(restartRetry)
+		m.logger.Warn("apply: the restart through the HA manager failed; tried again in 10 minutes", zap.Int("id", c.ID()), zap.Error(err))
+	}
 }
 
 // leftElsewhere reports whether change c was made on another server than the one live was read

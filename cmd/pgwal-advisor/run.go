@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -31,6 +32,8 @@ type runFlags struct {
 	applyCfg    apply.Config
 	applySysctl string
 	patroni     patroniFlags
+	// restartWindow is --apply.restart-window, parsed into applyCfg.RestartWindow.
+	restartWindow string
 }
 
 func newRunCmd(g *cli.Globals) *cobra.Command {
@@ -90,6 +93,7 @@ func (fl *runFlags) register(f *pflag.FlagSet) {
 	f.DurationVar(&fl.applyCfg.VerifyWindow, "apply.verify-window", apply.DefaultVerifyWindow, "how long the figures are measured before and after a change")
 	f.DurationVar(&fl.applyCfg.Cooldown, "apply.cooldown", apply.DefaultCooldown, "least time between two changes")
 	f.IntVar(&fl.applyCfg.MaxPerDay, "apply.max-per-day", apply.DefaultMaxPerDay, "most changes started in 24 hours")
+	f.StringVar(&fl.restartWindow, "apply.restart-window", "", `when the HA manager (--apply.patroni-url) may restart PostgreSQL for a change that waits for a restart, in the host's time zone: "DAYS HH:MM-HH:MM", e.g. "Sat,Sun 02:00-05:00"; empty: never`)
 }
 
 // loadConfig reads --config.file (when given) and resolves it against the command line.
@@ -147,6 +151,12 @@ func runDaemon(ctx context.Context, g *cli.Globals, fl *runFlags, flags *pflag.F
 		if err := apply.CheckSysctlFile(fl.applySysctl); err != nil {
 			return usage(err)
 		}
+	}
+	if applyCfg.RestartWindow, err = apply.ParseRestartWindow(fl.restartWindow); err != nil {
+		return usage(fmt.Errorf("--apply.restart-window: %w", err))
+	}
+	if applyCfg.RestartWindow.Set() && fl.patroni.url == "" {
+		return usage(errors.New("--apply.restart-window needs --apply.patroni-url: only an HA manager restarts PostgreSQL for the advisor, never the advisor itself"))
 	}
 	pgApply := apply.NewPostgres(g.DSN, apply.PostgresOptions{QueryTimeout: g.QueryTimeout, ProcFS: g.ProcFS, Logger: logger})
 	defer pgApply.Close(context.WithoutCancel(ctx))

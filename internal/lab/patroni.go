@@ -148,7 +148,8 @@ func waitPatroniLeader(t *testing.T, m PatroniMember) {
 			resp.Body.Close()
 		}
 		if err == nil && (st.Role == "master" || st.Role == "primary" || st.Role == "leader") && st.State == "running" {
-			if _, err := os.Stat(filepath.Join(m.Socket, ".s.PGSQL."+strconv.Itoa(m.Port))); err == nil {
+			// GET /config answers 502 until the member's view of the DCS holds the configuration.
+			if _, err := os.Stat(filepath.Join(m.Socket, ".s.PGSQL."+strconv.Itoa(m.Port))); err == nil && configReady(m) {
 				return
 			}
 		}
@@ -157,4 +158,13 @@ func waitPatroniLeader(t *testing.T, m PatroniMember) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+func configReady(m PatroniMember) bool {
+	resp, err := http.Get(m.RESTURL + "/config")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
 }
