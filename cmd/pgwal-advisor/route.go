@@ -37,6 +37,15 @@ func (p *patroniFlags) postgresRoute(g *cli.Globals, pg *apply.Postgres) (apply.
 	}
 	var password string
 	if p.passwordFile != "" {
+		// As libpq does with a pgpass file: a password others may read is refused.
+		st, err := os.Stat(p.passwordFile)
+		if err != nil {
+			return nil, fmt.Errorf("--apply.patroni-password-file: %w", err)
+		}
+		if st.Mode().Perm()&0o077 != 0 || !st.Mode().IsRegular() {
+			return nil, fmt.Errorf("--apply.patroni-password-file %s is mode %04o: other users could read Patroni's password; chmod 0600 %s: %w",
+				p.passwordFile, st.Mode().Perm(), p.passwordFile, cli.ErrUsage)
+		}
 		b, err := os.ReadFile(p.passwordFile)
 		if err != nil {
 			return nil, fmt.Errorf("--apply.patroni-password-file: %w", err)
