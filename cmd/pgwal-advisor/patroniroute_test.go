@@ -1,13 +1,17 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/pgwal-advisor/pgwal-advisor/advisor/apply"
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab"
 )
 
@@ -119,4 +123,101 @@ func settingOf(t *testing.T, dsn, name string) string {
 	}
 	v, _ := jsonPath(t, doc, ".postgres.settings."+name+".value").(string)
 	return v
+}
+
+// TestPatroniPairSwitchover (issue 31): on a real Patroni pair with seed 001's settings in the
+// DCS, the Patroni route changes wal_sync_method (reload: the replica runs it too) and
+// wal_buffers (Patroni restarts the replica, then the leader), a switchover keeps both, and
+// `rollback --all` from the other member - the new leader, whose data directory differs - puts
+// the DCS back on both; postgresql.auto.conf is untouched throughout.
+func TestPatroniPairSwitchover(t *testing.T) {
+	ms := lab.NewTestPatroniCluster(t, map[string]string{"wal_buffers": "64kB", "wal_sync_method": "open_datasync"}, 2)
+	m1, m2 := ms[0], ms[1]
+	ctx := context.Background()
+	autoBefore := map[string]string{}
+	for _, m := range ms {
+		b, _ := os.ReadFile(filepath.Join(m.DataDir, "postgresql.auto.conf"))
+		autoBefore[m.Name] = string(b)
+	}
+	pg := apply.NewPostgres(m1.DSN(), apply.PostgresOptions{})
+	defer pg.Close(ctx)
+	route := apply.NewPatroni(apply.PatroniOptions{URL: m1.RESTURL, Username: "patroni", Password: "restpass"}, pg)
+	dir := t.TempDir()
+	journal := filepath.Join(dir, "apply.journal")
+	j := apply.NewJournal(journal)
+	change := func(setting, value string) {
+		t.Helper()
+		old, err := route.Read(ctx, setting)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, err := j.Append(apply.Record{Time: time.Now(), Kind: apply.KindIntent, Origin: apply.OriginApply, Setting: setting, Old: &old, New: value})
+		if err != nil {
+			t.Fatal(err)
+		}
+		live, err := route.Set(ctx, setting, value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		outcome := apply.Applied
+		if live.PendingRestart {
+			outcome = apply.PendingRestart
+		}
+		if _, err := j.Append(apply.Record{ID: in[0].ID, Time: time.Now(), Kind: apply.KindOutcome, Origin: apply.OriginApply, Outcome: outcome, Setting: setting, New: value, Live: &live}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	change("wal_sync_method", "fdatasync")
+	change("wal_buffers", "16MB")
+	if err := route.RestartPending(ctx); err != nil {
+		t.Fatal(err)
+	}
+	runs := func(what string, want map[string]string) {
+		t.Helper()
+		for _, m := range ms {
+			waitFor(t, 30*time.Second, fmt.Sprintf("%s: %s to run %v", what, m.Name, want), func() bool {
+				for k, v := range want {
+					if settingOf(t, m.DSN(), k) != v {
+						return false
+					}
+				}
+				return true
+			})
+		}
+	}
+	runs("after the change", map[string]string{"wal_sync_method": "fdatasync", "wal_buffers": "16MB"})
+
+	body := strings.NewReader(`{"leader":"m1","candidate":"m2"}`)
+	req, _ := http.NewRequest(http.MethodPost, m1.RESTURL+"/switchover", body)
+	req.SetBasicAuth("patroni", "restpass")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST /switchover: %s", resp.Status)
+	}
+	lab.WaitPatroniRole(t, m2, true)
+	lab.WaitPatroniRole(t, m1, false)
+	runs("after the switchover", map[string]string{"wal_sync_method": "fdatasync", "wal_buffers": "16MB"})
+
+	pw := filepath.Join(dir, "patroni-password")
+	if err := os.WriteFile(pw, []byte("restpass\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, code := runCLI(t, "rollback", "--all", "--journal", journal, "--dsn", m2.DSN(), "--apply.sysctl-file", sysctlFileIn(t, dir),
+		"--apply.patroni-url", m2.RESTURL, "--apply.patroni-user", "patroni", "--apply.patroni-password-file", pw)
+	if code != 0 {
+		t.Fatalf("rollback --all from the new leader exited %d:\n%s\n%s", code, out, stderr)
+	}
+	if err := apply.NewPatroni(apply.PatroniOptions{URL: m2.RESTURL, Username: "patroni", Password: "restpass"}, pg).RestartPending(ctx); err != nil {
+		t.Fatal(err)
+	}
+	runs("after the rollback", map[string]string{"wal_sync_method": "open_datasync", "wal_buffers": "64kB"})
+	for _, m := range ms {
+		if b, _ := os.ReadFile(filepath.Join(m.DataDir, "postgresql.auto.conf")); string(b) != autoBefore[m.Name] {
+			t.Errorf("%s's postgresql.auto.conf was written:\n%s", m.Name, b)
+		}
+	}
 }

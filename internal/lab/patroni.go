@@ -40,6 +40,13 @@ func (m PatroniMember) DSN() string {
 // (patroni/restpass) on what changes anything.
 func NewTestPatroni(t *testing.T, dcsParams map[string]string) PatroniMember {
 	t.Helper()
+	return NewTestPatroniCluster(t, dcsParams, 1)[0]
+}
+
+// NewTestPatroniCluster is NewTestPatroni with n members: the first bootstraps and leads, each
+// other one is a streaming replica made by Patroni (pg_basebackup), running when this returns.
+func NewTestPatroniCluster(t *testing.T, dcsParams map[string]string, n int) []PatroniMember {
+	t.Helper()
 	RequireServer(t)
 	patroni := RequireTool(t, "patroni", PatroniHint)
 	etcd := RequireTool(t, "etcd", PatroniHint)
@@ -52,43 +59,48 @@ func NewTestPatroni(t *testing.T, dcsParams map[string]string) PatroniMember {
 		t.Fatal(err)
 	}
 	dir := SharedTempDir(t, "")
-	ports := make([]int, 4)
+	ports := make([]int, 2+2*n)
 	for i := range ports {
 		if ports[i], err = freePort(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	etcdClient, etcdPeer, restPort, pgPort := ports[0], ports[1], ports[2], ports[3]
+	etcdClient, etcdPeer := ports[0], ports[1]
 	StartProcess(t, "etcd", exec.Command(etcd, "--name", "etcd0", "--data-dir", filepath.Join(dir, "etcd"),
 		"--listen-client-urls", fmt.Sprintf("http://127.0.0.1:%d", etcdClient), "--advertise-client-urls", fmt.Sprintf("http://127.0.0.1:%d", etcdClient),
 		"--listen-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", etcdPeer), "--initial-advertise-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", etcdPeer),
 		"--initial-cluster", fmt.Sprintf("etcd0=http://127.0.0.1:%d", etcdPeer), "--initial-cluster-state", "new",
 		"--initial-cluster-token", "pgwaltest", "--listen-metrics-urls", ""))
 
-	m := PatroniMember{Name: "m1", Socket: filepath.Join(dir, "m1"), Port: pgPort, RESTURL: fmt.Sprintf("http://127.0.0.1:%d", restPort)}
-	m.DataDir = filepath.Join(m.Socket, "data")
-	m.Config = filepath.Join(m.Socket, "patroni.yml")
-	if err := os.Mkdir(m.Socket, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(m.Config, []byte(patroniConfig(m, bin, etcdClient, dcsParams)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if cred != nil {
-		for _, p := range []string{m.Socket, m.Config} {
-			if err := os.Chown(p, int(cred.Uid), int(cred.Gid)); err != nil {
-				t.Fatal(err)
+	var members []PatroniMember
+	for i := range n {
+		name := fmt.Sprintf("m%d", i+1)
+		m := PatroniMember{Name: name, Socket: filepath.Join(dir, name), Port: ports[3+2*i], RESTURL: fmt.Sprintf("http://127.0.0.1:%d", ports[2+2*i])}
+		m.DataDir = filepath.Join(m.Socket, "data")
+		m.Config = filepath.Join(m.Socket, "patroni.yml")
+		if err := os.Mkdir(m.Socket, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(m.Config, []byte(patroniConfig(m, bin, etcdClient, dcsParams)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if cred != nil {
+			for _, p := range []string{m.Socket, m.Config} {
+				if err := os.Chown(p, int(cred.Uid), int(cred.Gid)); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
+		cmd := exec.Command(patroni, m.Config)
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + m.Socket, "LANG=C.UTF-8"}
+		if cred != nil {
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		}
+		StartProcess(t, "patroni "+name, cmd)
+		WaitPatroniRole(t, m, i == 0)
+		members = append(members, m)
 	}
-	cmd := exec.Command(patroni, m.Config)
-	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + m.Socket, "LANG=C.UTF-8"}
-	if cred != nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-	}
-	StartProcess(t, "patroni", cmd)
-	waitPatroniLeader(t, m)
-	return m
+	return members
 }
 
 func patroniConfig(m PatroniMember, bin string, etcdClient int, dcsParams map[string]string) string {
@@ -112,9 +124,12 @@ bootstrap:
     loop_wait: 2
     retry_timeout: 10
     postgresql:
+      # The old leader rejoins after a switchover by pg_rewind (its shutdown checkpoint is past
+      # the new timeline's fork); checksums give pg_rewind the hint bits it needs.
+      use_pg_rewind: true
       parameters:
 %s
-  initdb: [{encoding: UTF8}, {auth-local: trust}, {auth-host: md5}]
+  initdb: [{encoding: UTF8}, data-checksums, {auth-local: trust}, {auth-host: md5}]
 postgresql:
   listen: 127.0.0.1:%d
   connect_address: 127.0.0.1:%d
@@ -133,10 +148,12 @@ postgresql:
 		strings.Join(params, "\n"), m.Port, m.Port, m.DataDir, bin, filepath.Join(m.Socket, "pgpass"), m.Socket)
 }
 
-// waitPatroniLeader waits up to a minute for the member to hold the leader lock and run.
-func waitPatroniLeader(t *testing.T, m PatroniMember) {
+// WaitPatroniRole waits up to two minutes until the member leads (leader) or replicates (a
+// running replica), its socket is there and its REST API serves the cluster's configuration
+// (GET /config answers 502 until the member's view of the DCS holds it).
+func WaitPatroniRole(t *testing.T, m PatroniMember, leader bool) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		var st struct {
 			Role  string `json:"role"`
@@ -147,14 +164,14 @@ func waitPatroniLeader(t *testing.T, m PatroniMember) {
 			err = json.NewDecoder(resp.Body).Decode(&st)
 			resp.Body.Close()
 		}
-		if err == nil && (st.Role == "master" || st.Role == "primary" || st.Role == "leader") && st.State == "running" {
-			// GET /config answers 502 until the member's view of the DCS holds the configuration.
+		isLeader := st.Role == "master" || st.Role == "primary" || st.Role == "leader"
+		if err == nil && isLeader == leader && st.State == "running" {
 			if _, err := os.Stat(filepath.Join(m.Socket, ".s.PGSQL."+strconv.Itoa(m.Port))); err == nil && configReady(m) {
 				return
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the Patroni member %s did not lead within a minute (last: %+v, %v)", m.Name, st, err)
+			t.Fatalf("the Patroni member %s is not a running %s after two minutes (last: %+v, %v)", m.Name, map[bool]string{true: "leader", false: "replica"}[leader], st, err)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
