@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/pgwal-advisor/pgwal-advisor/advisor/apply"
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab"
 )
@@ -167,6 +169,7 @@ func TestPatroniPairSwitchover(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	insert := seed001Insert(t, m1)
 	change("wal_sync_method", "fdatasync")
 	change("wal_buffers", "16MB")
 	if err := route.RestartPending(ctx); err != nil {
@@ -186,6 +189,7 @@ func TestPatroniPairSwitchover(t *testing.T) {
 		}
 	}
 	runs("after the change", map[string]string{"wal_sync_method": "fdatasync", "wal_buffers": "16MB"})
+	after := seed001Insert(t, m1)
 
 	body := strings.NewReader(`{"leader":"m1","candidate":"m2"}`)
 	req, _ := http.NewRequest(http.MethodPost, m1.RESTURL+"/switchover", body)
@@ -201,6 +205,8 @@ func TestPatroniPairSwitchover(t *testing.T) {
 	lab.WaitPatroniRole(t, m2, true)
 	lab.WaitPatroniRole(t, m1, false)
 	runs("after the switchover", map[string]string{"wal_sync_method": "fdatasync", "wal_buffers": "16MB"})
+	t.Logf("seed 001's insert of 1M rows on the leader (this machine's disk, 2 runs each): 64kB/open_datasync %v; 16MB/fdatasync %v; on the new leader after the switchover %v",
+		insert, after, seed001Insert(t, m2))
 
 	pw := filepath.Join(dir, "patroni-password")
 	if err := os.WriteFile(pw, []byte("restpass\n"), 0o600); err != nil {
@@ -220,4 +226,37 @@ func TestPatroniPairSwitchover(t *testing.T) {
 			t.Errorf("%s's postgresql.auto.conf was written:\n%s", m.Name, b)
 		}
 	}
+}
+
+// seed001Insert times seed 001's statement, a single INSERT of a million integers into a table
+// with a primary key, twice on the member, and returns the durations (reported, not judged).
+//
+// It runs only with PGWAL_PATRONI_INSERT=1 (docs/benchmarks.md, "Seed 001 under Patroni"): the
+// figures are for a person to read, and the suite need not spend half a minute on them.
+func seed001Insert(t *testing.T, m lab.PatroniMember) []time.Duration {
+	t.Helper()
+	if os.Getenv("PGWAL_PATRONI_INSERT") != "1" {
+		return nil
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, m.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var out []time.Duration
+	for range 2 {
+		if _, err := conn.Exec(ctx, "DROP TABLE IF EXISTS seed001; CREATE TABLE seed001 (id integer PRIMARY KEY)"); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if _, err := conn.Exec(ctx, "INSERT INTO seed001 (id) SELECT generate_series(1, 1000000)"); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, time.Since(start).Round(10*time.Millisecond))
+	}
+	if _, err := conn.Exec(ctx, "DROP TABLE seed001"); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
