@@ -10,6 +10,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -111,27 +112,50 @@ func TestDebianPackage(t *testing.T) {
 	}
 }
 
-// buildPackage runs scripts/package.sh into a temporary directory and returns the .deb.
+// built is the one build of the .deb the package's tests share (TestDebianPackage,
+// TestFirstHourDebian): building takes a minute, and both want the same package. TestMain
+// removes its directory.
+var built struct {
+	once             sync.Once
+	dir, deb, stderr string
+	err              error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
+}
+
+// buildPackage runs scripts/package.sh into a temporary directory, once for the test binary,
+// and returns the .deb.
 func buildPackage(t *testing.T) string {
 	t.Helper()
-	cmd := exec.Command("../scripts/package.sh", t.TempDir())
-	cmd.Env = append(os.Environ(), "VERSION=v9.9.9-test")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
+	built.once.Do(func() {
+		if built.dir, built.err = os.MkdirTemp("", "pgwal-deb-"); built.err != nil {
+			return
+		}
+		cmd := exec.Command("../scripts/package.sh", built.dir)
+		cmd.Env = append(os.Environ(), "VERSION=v9.9.9-test")
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		built.err = cmd.Run()
+		built.deb, built.stderr = strings.TrimSpace(stdout.String()), stderr.String()
+	})
 	var exit *exec.ExitError
-	if errors.As(err, &exit) && exit.ExitCode() == 3 {
+	if errors.As(built.err, &exit) && exit.ExitCode() == 3 {
 		// nfpm could not be had: the script said why in one line.
-		skipOrFail(t, strings.TrimSpace(stderr.String()))
+		skipOrFail(t, strings.TrimSpace(built.stderr))
 	}
-	if err != nil {
-		t.Fatalf("scripts/package.sh: %v\n%s", err, stderr.String())
+	if built.err != nil {
+		t.Fatalf("scripts/package.sh: %v\n%s", built.err, built.stderr)
 	}
-	deb := strings.TrimSpace(stdout.String())
-	if filepath.Base(deb) != "pgwal-advisor_9.9.9.test_amd64.deb" {
-		t.Fatalf("scripts/package.sh printed %q, want the path of pgwal-advisor_9.9.9.test_amd64.deb", deb)
+	if filepath.Base(built.deb) != "pgwal-advisor_9.9.9.test_amd64.deb" {
+		t.Fatalf("scripts/package.sh printed %q, want the path of pgwal-advisor_9.9.9.test_amd64.deb", built.deb)
 	}
-	return deb
+	return built.deb
 }
 
 // dpkg runs dpkg, waiting while someone else holds its lock (the machine is shared).

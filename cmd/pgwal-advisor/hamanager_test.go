@@ -17,6 +17,8 @@ import (
 // apply --yes refuses ALTER SYSTEM there, exit 3, with the manager's own command for the setting;
 // postgresql.auto.conf is not written.
 func TestApplyUnderHAManager(t *testing.T) {
+	// Waits on servers more than it computes: beside the other tests that do.
+	t.Parallel()
 	for _, tc := range []struct {
 		manager, command string
 		makeIt           func(t *testing.T, c *lab.Cluster)

@@ -158,6 +158,8 @@ func (h hijacked) check(t *testing.T, after string) {
 // search_path. It failed on b4517f4: mallory became superuser through to_jsonb and pg_has_role.
 func TestSearchPathHijack(t *testing.T) {
 	lab.RequireServer(t)
+	// Waits on servers more than it computes: beside the other tests that do.
+	t.Parallel()
 	for _, tc := range []struct {
 		major    int
 		ownDB    bool
@@ -207,6 +209,8 @@ func TestSearchPathHijack(t *testing.T) {
 // return false and shadowed pg_settings (issue 33, row 2), apply still refuses: exit 3 naming the
 // standby, and nothing written into the standby's postgresql.auto.conf.
 func TestStandbyRefusalHijack(t *testing.T) {
+	// Waits on servers more than it computes: beside the other tests that do.
+	t.Parallel()
 	primary := lab.NewTestCluster(t, lab.ClusterOptions{Settings: map[string]string{"bgwriter_flush_after": "0"}})
 	h := plantHijack(t, primary, true)
 	standby := lab.NewTestStandby(t, primary)

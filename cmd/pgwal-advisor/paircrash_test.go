@@ -1,14 +1,11 @@
 package main
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"go.uber.org/zap/zaptest"
 
 	"github.com/pgwal-advisor/pgwal-advisor/advisor/apply"
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab"
@@ -44,16 +41,8 @@ func writeVM(t *testing.T, knob, value string) {
 // the mix was journaled abandoned ("someone else changed it") and the second state applied with
 // nothing persisted for the next boot.
 func TestPairCrashRecoveryRealProc(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("writing /proc/sys/vm needs root")
-	}
-	if f, err := os.OpenFile("/proc/sys/vm/dirty_bytes", os.O_WRONLY, 0); err != nil {
-		t.Skipf("/proc/sys/vm is not writable here: %v", err)
-	} else {
-		f.Close()
-	}
+	requireWritableProc(t)
 	c := lab.NewTestCluster(t, lab.ClusterOptions{})
-	ctx := context.Background()
 	const lowered = "67108864 0 536870912 0"
 	for _, tc := range []struct {
 		name  string
@@ -71,23 +60,7 @@ func TestPairCrashRecoveryRealProc(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			sysctlFile, journal := sysctlFileIn(t, dir), filepath.Join(dir, "apply.journal")
-			k := apply.NewKernel("/proc", sysctlFile, zaptest.NewLogger(t))
-			host, err := k.Read(ctx, apply.KnobDirtyThresholds)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				if _, err := k.Restore(ctx, apply.KnobDirtyThresholds, host); err != nil {
-					t.Errorf("restore the host's vm.dirty_* (%s) BY HAND: %v", host.Value, err)
-				}
-			})
-			if _, err := k.Set(ctx, apply.KnobDirtyThresholds, "67108864/536870912"); err != nil {
-				t.Fatal(err)
-			}
-			low, err := k.Read(ctx, apply.KnobDirtyThresholds)
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, low := loweredHostPair(t, sysctlFile)
 			if _, err := apply.NewJournal(journal).Append(apply.Record{Time: time.Now(), Kind: apply.KindIntent, Origin: apply.OriginDaemon,
 				Setting: apply.KnobDirtyThresholds, Action: rules.ActionSysctl, Old: &low, New: "10%/20%", Rule: "writeback-stalls-wal"}); err != nil {
 				t.Fatal(err)

@@ -20,6 +20,8 @@ import (
 // unchanged and the member still running the DCS's value. On b4517f4 apply wrote a node-local
 // override into postgresql.auto.conf that shadowed the cluster's configuration.
 func TestApplyUnderPatroni(t *testing.T) {
+	// Waits on servers more than it computes: beside the other tests that do.
+	t.Parallel()
 	m := lab.NewTestPatroni(t, map[string]string{"wal_buffers": "64kB", "wal_sync_method": "open_datasync", "bgwriter_flush_after": "0"})
 	out, stderr, code := runCLI(t, "collect", "--format", "json", "--dsn", m.DSN())
 	var doc map[string]any

@@ -47,6 +47,8 @@ func dcsParameter(t *testing.T, m lab.PatroniMember, name string) (string, bool)
 // back. Patroni's REST API refusing the credentials (401) or not answering is a clear error, exit
 // 3, and no ALTER SYSTEM fallback.
 func TestApplyThroughPatroni(t *testing.T) {
+	// Waits on servers more than it computes: beside the other tests that do.
+	t.Parallel()
 	m := lab.NewTestPatroni(t, map[string]string{"bgwriter_flush_after": "0"})
 	dir := t.TempDir()
 	pw := filepath.Join(dir, "patroni-password")
@@ -133,6 +135,8 @@ func settingOf(t *testing.T, dsn, name string) string {
 // `rollback --all` from the other member - the new leader, whose data directory differs - puts
 // the DCS back on both; postgresql.auto.conf is untouched throughout.
 func TestPatroniPairSwitchover(t *testing.T) {
+	// Waits on servers more than it computes: beside the other tests that do.
+	t.Parallel()
 	ms := lab.NewTestPatroniCluster(t, map[string]string{"wal_buffers": "64kB", "wal_sync_method": "open_datasync"}, 2)
 	m1, m2 := ms[0], ms[1]
 	ctx := context.Background()

@@ -17,6 +17,8 @@ import (
 // is said once, with what to do. On b4517f4 the daemon stayed unready: `prepared statement
 // "stmtcache_..." already exists`.
 func TestThroughTransactionPooler(t *testing.T) {
+	// Waits on servers more than it computes: beside the other tests that do.
+	t.Parallel()
 	c := lab.NewTestCluster(t, lab.ClusterOptions{})
 	dsn := lab.NewTestPgBouncer(t, c, "transaction")
 	out, stderr, code := runCLI(t, "collect", "--format", "json", "--dsn", dsn)
@@ -55,6 +57,8 @@ func TestThroughTransactionPooler(t *testing.T) {
 // daemon neither loses its connection nor stops being ready. On b4517f4 the target was
 // "unreachable", or the daemon reconnected and warned once a second while /readyz said ready.
 func TestRoleSessionTimeouts(t *testing.T) {
+	// Waits on servers more than it computes: beside the other tests that do.
+	t.Parallel()
 	c := lab.NewTestCluster(t, lab.ClusterOptions{})
 	ctx := context.Background()
 	for _, sql := range []string{

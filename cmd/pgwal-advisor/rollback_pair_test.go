@@ -19,34 +19,11 @@ import (
 // `pgwal-advisor rollback --id`: all four files back from the one record. It runs as root with
 // a writable /proc/sys, and puts the host's values back in Cleanup whatever happens.
 func TestRollbackPairRealProc(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("writing /proc/sys/vm needs root")
-	}
-	if f, err := os.OpenFile("/proc/sys/vm/dirty_bytes", os.O_WRONLY, 0); err != nil {
-		t.Skipf("/proc/sys/vm is not writable here: %v", err)
-	} else {
-		f.Close()
-	}
+	requireWritableProc(t)
 	ctx := context.Background()
 	dir := t.TempDir()
 	sysctlFile, journal := sysctlFileIn(t, dir), filepath.Join(dir, "apply.journal")
-	k := apply.NewKernel("/proc", sysctlFile, zaptest.NewLogger(t))
-	host, err := k.Read(ctx, apply.KnobDirtyThresholds)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if _, err := k.Restore(ctx, apply.KnobDirtyThresholds, host); err != nil {
-			t.Errorf("restore the host's vm.dirty_* (%s) BY HAND: %v", host.Value, err)
-		}
-	})
-	if _, err := k.Set(ctx, apply.KnobDirtyThresholds, "67108864/536870912"); err != nil {
-		t.Fatal(err)
-	}
-	low, err := k.Read(ctx, apply.KnobDirtyThresholds)
-	if err != nil {
-		t.Fatal(err)
-	}
+	k, low := loweredHostPair(t, sysctlFile)
 	j := apply.NewJournal(journal)
 	in, err := j.Append(apply.Record{Time: time.Now(), Kind: apply.KindIntent, Origin: apply.OriginDaemon, Setting: apply.KnobDirtyThresholds,
 		Action: rules.ActionSysctl, Old: &low, New: "10%/20%", Rule: "writeback-stalls-wal"})
@@ -80,4 +57,44 @@ func TestRollbackPairRealProc(t *testing.T) {
 	if b, err := os.ReadFile(sysctlFile); err != nil || !strings.Contains(string(b), "vm.dirty_bytes = 536870912") || strings.Contains(string(b), "ratio") {
 		t.Errorf("the sysctl.d file after rollback: %q, %v; want the lowered bytes back and no ratio line", b, err)
 	}
+}
+
+// requireWritableProc skips unless the test may write the host's /proc/sys/vm (root, and not a
+// container's read-only /proc/sys).
+func requireWritableProc(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("writing /proc/sys/vm needs root")
+	}
+	f, err := os.OpenFile("/proc/sys/vm/dirty_bytes", os.O_WRONLY, 0)
+	if err != nil {
+		t.Skipf("/proc/sys/vm is not writable here: %v", err)
+	}
+	f.Close()
+}
+
+// loweredHostPair puts the host's vm.dirty_thresholds at tuned's 64MB/512MB through a kernel
+// actuator persisting in sysctlFile, and returns the actuator and that value as read; the
+// host's own values are put back when the test ends, whatever happens.
+func loweredHostPair(t *testing.T, sysctlFile string) (*apply.Kernel, apply.Value) {
+	t.Helper()
+	ctx := context.Background()
+	k := apply.NewKernel("/proc", sysctlFile, zaptest.NewLogger(t))
+	host, err := k.Read(ctx, apply.KnobDirtyThresholds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := k.Restore(ctx, apply.KnobDirtyThresholds, host); err != nil {
+			t.Errorf("restore the host's vm.dirty_* (%s) BY HAND: %v", host.Value, err)
+		}
+	})
+	if _, err := k.Set(ctx, apply.KnobDirtyThresholds, "67108864/536870912"); err != nil {
+		t.Fatal(err)
+	}
+	low, err := k.Read(ctx, apply.KnobDirtyThresholds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k, low
 }

@@ -17,6 +17,8 @@ import (
 // back at A, rollback restores it. On b4517f4 the rollback removed B's entry and the daemon
 // journaled A's change abandoned for 7 days.
 func TestJournalNamesItsServer(t *testing.T) {
+	// Waits on servers more than it computes: beside the other tests that do.
+	t.Parallel()
 	settings := map[string]string{"bgwriter_flush_after": "0"}
 	a := lab.NewTestCluster(t, lab.ClusterOptions{Settings: settings})
 	b := lab.NewTestCluster(t, lab.ClusterOptions{Settings: settings})
