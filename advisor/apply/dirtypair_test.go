@@ -16,6 +16,8 @@ import (
 
 	"github.com/pgwal-advisor/pgwal-advisor/collector"
 	"github.com/pgwal-advisor/pgwal-advisor/rules"
+
+	"github.com/pgwal-advisor/pgwal-advisor/internal/lab"
 )
 
 func TestParseDirtyPair(t *testing.T) {
@@ -338,6 +340,7 @@ func TestKernelPairRealProc(t *testing.T) {
 	if err := openForWrite(vm + "dirty_bytes"); err != nil {
 		t.Skipf("/proc/sys/vm is not writable here: %v", err)
 	}
+	lab.LockHostVMForTest(t)
 	ctx := context.Background()
 	k := NewKernel("/proc", filepath.Join(t.TempDir(), "90-pgwal-advisor.conf"), zaptest.NewLogger(t))
 	host, err := k.Read(ctx, KnobDirtyThresholds)

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"go.uber.org/zap/zaptest"
+
+	"github.com/pgwal-advisor/pgwal-advisor/internal/lab"
 )
 
 // procfsCopy copies testdata/procfs into a temporary directory the test may write.
@@ -172,6 +174,7 @@ func TestKernelRealProc(t *testing.T) {
 	if err := openForWrite(vm + "dirty_background_bytes"); err != nil {
 		t.Skipf("/proc/sys/vm is not writable here: %v", err)
 	}
+	lab.LockHostVMForTest(t)
 	read := func(name string) int64 {
 		b, err := os.ReadFile(vm + name)
 		if err != nil {

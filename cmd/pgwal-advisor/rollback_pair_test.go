@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/pgwal-advisor/pgwal-advisor/advisor/apply"
+	"github.com/pgwal-advisor/pgwal-advisor/internal/lab"
 	"github.com/pgwal-advisor/pgwal-advisor/rules"
 )
 
@@ -71,6 +72,7 @@ func requireWritableProc(t *testing.T) {
 		t.Skipf("/proc/sys/vm is not writable here: %v", err)
 	}
 	f.Close()
+	lab.LockHostVMForTest(t)
 }
 
 // loweredHostPair puts the host's vm.dirty_thresholds at tuned's 64MB/512MB through a kernel

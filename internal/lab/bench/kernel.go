@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/pgwal-advisor/pgwal-advisor/internal/lab"
 )
 
 // dirtyKnobs are the /proc/sys/vm knobs the suite may change (seed 003's and the neighbour
@@ -29,13 +31,28 @@ type vmKnobs struct {
 	mu      sync.Mutex
 	orig    map[string]int64
 	changed bool
+	// unlock releases the host's /proc/sys/vm lock (lab.LockHostVM), held on the real /proc
+	// from the first change to the restore, so that tests on the real /proc in other test
+	// binaries neither see the suite's values nor leave theirs in its way; nil when not held.
+	unlock func()
 }
+
+// hostVM reports whether the knobs are the host's own.
+func (k *vmKnobs) hostVM() bool { return filepath.Clean(k.dir) == "/proc/sys/vm" }
 
 func readVMKnobs(procfs string) (*vmKnobs, error) {
 	k := &vmKnobs{
 		dir:       filepath.Join(procfs, "sys", "vm"),
 		writeFile: func(p string, b []byte) error { return os.WriteFile(p, b, 0o644) },
 		orig:      map[string]int64{},
+	}
+	if k.hostVM() {
+		// The originals are read while no one else changes them.
+		unlock, err := lab.LockHostVM()
+		if err != nil {
+			return nil, err
+		}
+		defer unlock()
 	}
 	for _, n := range dirtyKnobs() {
 		v, err := k.read(n)
@@ -81,6 +98,13 @@ func (k *vmKnobs) set(knobs map[string]string) error {
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if k.hostVM() && k.unlock == nil {
+		unlock, err := lab.LockHostVM()
+		if err != nil {
+			return err
+		}
+		k.unlock = unlock
+	}
 	k.changed = true
 	names := slices.Sorted(maps.Keys(knobs))
 	slices.SortStableFunc(names, func(a, b string) int { return knobOrder(a) - knobOrder(b) })
@@ -182,5 +206,9 @@ func (k *vmKnobs) restore() error {
 		}
 	}
 	k.changed = false
+	if k.unlock != nil {
+		k.unlock()
+		k.unlock = nil
+	}
 	return nil
 }
