@@ -45,7 +45,9 @@ func StartStandby(ctx context.Context, primary *Cluster) (c *Cluster, err error)
 	if err := c.chown(base, c.sockDir); err != nil {
 		return c, err
 	}
-	out, err := c.command(ctx, "pg_basebackup", "-D", c.dataDir, "-R", "-X", "stream", "--no-sync",
+	// --checkpoint=fast: the default spread checkpoint paces its writes over most of
+	// checkpoint_timeout, and a test waited up to a minute and a half for it.
+	out, err := c.command(ctx, "pg_basebackup", "-D", c.dataDir, "-R", "-X", "stream", "--no-sync", "--checkpoint=fast",
 		"-h", primary.sockDir, "-p", strconv.Itoa(primary.port), "-U", "postgres").CombinedOutput()
 	if err != nil {
 		return c, fmt.Errorf("pg_basebackup: %w: %s", err, lastLines(out, 5))
