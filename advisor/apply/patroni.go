@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,6 +11,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/pgwal-advisor/pgwal-advisor/collector/postgres"
 )
 
 // RoutePatroni marks a value read, and a change made, through Patroni's configuration of the
@@ -210,7 +211,11 @@ func (p *Patroni) parameters(ctx context.Context) (map[string]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return decodeParameters(body, p.opts.URL)
+	params, err := postgres.DecodePatroniParameters(body)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s/config: %w", p.opts.URL, err)
+	}
+	return params, nil
 }
 
 // patch sends PATCH /config with params as postgresql.parameters (a nil value removes one).
@@ -259,31 +264,6 @@ func (p *Patroni) request(ctx context.Context, method, url string, body []byte) 
 		return nil, fmt.Errorf("%s %s: %s %s", method, url, resp.Status, strings.TrimSpace(string(b)))
 	}
 	return b, nil
-}
-
-// decodeParameters reads postgresql.parameters from a /config body, each value as a string.
-func decodeParameters(body []byte, url string) (map[string]string, error) {
-	var cfg struct {
-		PostgreSQL struct {
-			Parameters map[string]any `json:"parameters"`
-		} `json:"postgresql"`
-	}
-	if err := json.Unmarshal(body, &cfg); err != nil {
-		return nil, fmt.Errorf("GET %s/config: %w", url, err)
-	}
-	out := map[string]string{}
-	for k, v := range cfg.PostgreSQL.Parameters {
-		switch v := v.(type) {
-		case nil:
-		case string:
-			out[k] = v
-		case float64, bool, json.Number:
-			out[k] = fmt.Sprint(v)
-		default:
-			return nil, errors.New("GET " + url + "/config: parameter " + k + " is not a scalar")
-		}
-	}
-	return out, nil
 }
 
 // member is one member of Patroni's GET /cluster.

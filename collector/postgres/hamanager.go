@@ -251,18 +251,38 @@ func patroniParameters(ctx context.Context, restURL string) (map[string]string, 
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("GET %s/config: %s", restURL, resp.Status)
 	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return nil, fmt.Errorf("GET %s/config: %w", restURL, err)
+	}
+	params, err := DecodePatroniParameters(body)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s/config: %w", restURL, err)
+	}
+	return params, nil
+}
+
+// DecodePatroniParameters reads postgresql.parameters from the body of Patroni's GET or PATCH
+// /config, each value as a string (Patroni keeps numbers and booleans as JSON wrote them).
+func DecodePatroniParameters(body []byte) (map[string]string, error) {
 	var cfg struct {
 		PostgreSQL struct {
 			Parameters map[string]any `json:"parameters"`
 		} `json:"postgresql"`
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&cfg); err != nil {
-		return nil, fmt.Errorf("GET %s/config: %w", restURL, err)
+	if err := json.Unmarshal(body, &cfg); err != nil {
+		return nil, err
 	}
 	out := map[string]string{}
 	for k, v := range cfg.PostgreSQL.Parameters {
-		if v != nil {
+		switch v := v.(type) {
+		case nil:
+		case string:
+			out[k] = v
+		case float64, bool:
 			out[k] = fmt.Sprint(v)
+		default:
+			return nil, fmt.Errorf("parameter %s is not a scalar", k)
 		}
 	}
 	return out, nil
