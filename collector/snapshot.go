@@ -70,6 +70,9 @@ type Postgres struct {
 	// StartTime is pg_postmaster_start_time(): a change means the server restarted.
 	StartTime  time.Time `json:"start_time"`
 	InRecovery bool      `json:"in_recovery"`
+	// SystemIdentifier is pg_control_system()'s: initdb draws it, a physical standby shares its
+	// primary's. With InRecovery it tells a switchover or another server from the same one.
+	SystemIdentifier string `json:"system_identifier,omitempty"`
 	// Settings holds the WAL, checkpoint and durability settings by name (see SettingNames).
 	Settings map[string]Setting `json:"settings"`
 	// WAL is nil below PostgreSQL 14, where pg_stat_wal does not exist.
@@ -91,8 +94,22 @@ type Postgres struct {
 	// HAManager is the high-availability manager that runs the server, if one was found: its
 	// configuration, not the server's postgresql.auto.conf, is where settings belong.
 	HAManager *HAManager `json:"ha_manager,omitempty"`
+	// Primary is, on a standby of a repmgr cluster, what its primary runs from its
+	// postgresql.auto.conf: repmgr manages no parameters, so after a failover this standby runs
+	// its own values.
+	Primary *PrimarySettings `json:"primary,omitempty"`
 	// Notes are things an operator should know about this collection (e.g. "WAL statistics need 14+").
 	Notes []string `json:"notes,omitempty"`
+}
+
+// PrimarySettings are the settings of the setting table a standby's primary runs from its
+// postgresql.auto.conf, read over a connection to primary_conninfo's host and port.
+type PrimarySettings struct {
+	// Address is the primary's host:port, from primary_conninfo.
+	Address  string             `json:"address,omitempty"`
+	Settings map[string]Setting `json:"settings,omitempty"`
+	// Error says why they could not be read ("" when they were).
+	Error string `json:"error,omitempty"`
 }
 
 // Setting is one pg_settings row.

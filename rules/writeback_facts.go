@@ -17,6 +17,8 @@ type StallFacts struct {
 	Intervals int
 	// from and to bound the stalled intervals: the first one's start and the last one's end.
 	from, to time.Time
+	// stalled are the stalled intervals, in order.
+	stalled []StalledInterval
 
 	// WAL write+sync time per flush during the stall and outside it, in seconds, and the worst
 	// stalled interval's; has* says it was measured (track_wal_io_timing).
@@ -40,6 +42,17 @@ type StallFacts struct {
 // Span is the first stalled interval's start and the last one's end; zero times when nothing
 // stalled.
 func (s StallFacts) Span() (from, to time.Time) { return s.from, s.to }
+
+// StalledInterval is one interval of a history that stalled: its snapshots' times and its length.
+type StalledInterval struct {
+	From, To time.Time
+	Seconds  float64
+}
+
+// Stalled returns the stalled intervals, in order: a verification sums them over the parts of its
+// window, each judged against the whole window's baseline (a part that is all stall has no
+// baseline of its own to show it).
+func (s StallFacts) Stalled() []StalledInterval { return slices.Clone(s.stalled) }
 
 // Stall measures the WAL's write-back stall over a history with thresholds t (the zero value
 // means DefaultThresholds): the figure writeback-stalls-wal fires on and apply verifies by.
@@ -73,6 +86,7 @@ func stallFacts(h *History, t Thresholds, timing bool) StallFacts {
 		}
 		during.add(iv)
 		f.Seconds += iv.secs
+		f.stalled = append(f.stalled, StalledInterval{From: iv.from, To: iv.to, Seconds: iv.secs})
 		if f.from.IsZero() {
 			f.from = iv.from
 		}

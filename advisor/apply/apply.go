@@ -58,9 +58,6 @@ const (
 	DefaultRejectFor      = 7 * 24 * time.Hour
 	DefaultConfirmTimeout = 30 * time.Second
 	DefaultPollInterval   = time.Second
-	// DefaultRegression is how much worse (relative) a figure must get, beyond its noise floor,
-	// for a change to be rolled back. Identical benchmark runs differ by up to a third (docs/benchmarks.md).
-	DefaultRegression = 0.20
 )
 
 // Config configures a Manager.
@@ -83,11 +80,12 @@ type Config struct {
 	// RejectFor is how long a rolled-back recommendation is not proposed again, and how long
 	// the daemon keeps its hands off a setting an operator changed.
 	RejectFor time.Duration
-	// Regression is the relative worsening, beyond a figure's noise floor, that rolls back.
-	Regression float64
 	// PollInterval is how often Run reads the advisor's state; work is done only when a new
 	// snapshot has arrived.
 	PollInterval time.Duration
+	// NoCrossover turns off crossover trials: a change the window after cannot judge is kept
+	// unconfirmed (or, for a kernel knob, extended, then rolled back) as before/after says.
+	NoCrossover bool
 	// RestartWindow is when a route that can restart PostgreSQL (Patroni) may be asked to, for a
 	// change waiting for a restart; the zero value is never.
 	RestartWindow RestartWindow
@@ -119,9 +117,6 @@ func (c Config) withDefaults() (Config, error) {
 	if c.RejectFor == 0 {
 		c.RejectFor = DefaultRejectFor
 	}
-	if c.Regression == 0 {
-		c.Regression = DefaultRegression
-	}
 	if c.PollInterval == 0 {
 		c.PollInterval = DefaultPollInterval
 	}
@@ -133,8 +128,6 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("apply: the verification window, cool-down, rejection period and poll interval must be positive durations")
 	case c.MaxPerDay < 0:
 		return c, fmt.Errorf("apply: at most %d changes a day: must not be negative", c.MaxPerDay)
-	case c.Regression < 0 || c.Regression >= 1:
-		return c, fmt.Errorf("apply: regression threshold %v: want a ratio between 0 and 1", c.Regression)
 	}
 	return c, nil
 }

@@ -49,6 +49,13 @@ type Figure struct {
 	Enough bool `json:"enough"`
 	// Judged figures decide a verification; the others are reported.
 	Judged bool `json:"judged"`
+	// Sub are the values over the window's parts (or per event) that the interval and the
+	// minimum detectable effect come from (judged figures only).
+	Sub []float64 `json:"sub,omitempty"`
+	// MDE is the minimum detectable effect from Sub, relative to Sub's mean (0.06: a change of
+	// 6%; nil with too few values or a mean of 0): a change must move the figure by this much
+	// for the verdict to see it (interval.go).
+	MDE *float64 `json:"mde,omitempty"`
 }
 
 // Figures are the figures of one window.
@@ -139,7 +146,9 @@ func reportedFigures(setting string) []string {
 	return nil
 }
 
-// measure computes a setting's figures over the snapshots of h taken at or after from.
+// measure computes a setting's figures over the snapshots of h taken at or after from: each
+// over the whole window, and each judged one also over the window's parts (or per event: each
+// checkpoint), the values its interval and its minimum detectable effect come from.
 func measure(h *rules.History, setting string, from time.Time) *Figures {
 	w := h.Since(from)
 	sp, _ := specFor(setting)
@@ -148,76 +157,161 @@ func measure(h *rules.History, setting string, from time.Time) *Figures {
 		f.To = last.Time
 	}
 	judged := figureNames(setting)
-	add := func(x Figure) {
-		for _, n := range judged {
-			x.Judged = x.Judged || n == x.Name
+	parts := partsOf(w)
+	for _, name := range append(slices.Clone(judged), reportedFigures(setting)...) {
+		x := figureOf(w, name)
+		x.Judged = slices.Contains(judged, name)
+		x.Enough = x.Samples >= noiseOf(name).minSamples
+		if x.Judged {
+			x.Sub = subValues(w, parts, name)
+			x.MDE = relativeMDE(x.Sub)
 		}
-		x.Enough = x.Samples >= noiseOf(x.Name).minSamples
 		f.Figures = append(f.Figures, x)
 	}
-	walBytes := w.Change(rules.WALBytes)
-	mb := walBytes.Delta / (1 << 20)
-	for _, name := range append(slices.Clone(judged), reportedFigures(setting)...) {
-		switch name {
-		case FigureFlushWaitShare:
-			waits := w.WaitEvents()
-			x := Figure{Name: name, Unit: rules.UnitRatio, Samples: float64(waits.Samples)}
-			if waits.ActiveBackends > 0 {
-				x.Value = waits.Share(collector.EventIOWALWrite, collector.EventIOWALSync, collector.EventLWLockWALWrite)
-			} else {
-				x.Samples = 0 // nobody was active: nothing to compare
-			}
-			add(x)
-		case FigureIOSecondsPerMB:
-			x := Figure{Name: name, Unit: "seconds_per_mb"}
-			wt, st := w.Change(rules.WALWriteSeconds), w.Change(rules.WALSyncSeconds)
-			if timingOn(w) && walBytes.OK() && wt.OK() && st.OK() && mb > 0 {
-				x.Value, x.Samples = (wt.Delta+st.Delta)/mb, mb
-			}
-			add(x)
-		case FigureWALBytesPerRecord:
-			x := Figure{Name: name, Unit: rules.UnitBytesPerRecord}
-			if v, ok := rules.MeasurePredicted(rules.PredictWALBytesPerRecord, w); ok && mb > 0 {
-				x.Value, x.Samples = v, mb
-			}
-			add(x)
-		case FigureBuffersFullPerMB:
-			x := Figure{Name: name, Unit: "per_mb"}
-			if full := w.Change(rules.WALBuffersFull); full.OK() && walBytes.OK() && mb > 0 {
-				x.Value, x.Samples = full.Delta/mb, mb
-			}
-			add(x)
-		case FigureCheckpointSync:
-			x := Figure{Name: name, Unit: rules.UnitSeconds}
-			var n, sync float64
-			for _, e := range w.CheckpointEnds() {
-				n += e.Checkpoints
-				sync += e.SyncSeconds
-			}
-			if n > 0 {
-				x.Value, x.Samples = sync/n, n
-			}
-			add(x)
-		case FigureWritebackStall:
-			st := rules.Stall(w, rules.DefaultThresholds())
-			add(Figure{Name: name, Unit: rules.UnitSeconds, Value: st.Seconds, Samples: float64(st.Intervals)})
-		case FigureDirtyPeak:
-			x := Figure{Name: name, Unit: rules.UnitBytes}
-			if peak, _, ok := w.Peak(rules.DirtyWriteback); ok {
-				x.Value = peak
-				for _, s := range w.Snapshots() {
-					if s.Kernel != nil {
-						x.Samples++
-					}
-				}
-			}
-			add(x)
-		}
-	}
-	if walBytes.OK() {
-		add(Figure{Name: FigureWALRate, Value: walBytes.Rate(), Unit: rules.UnitBytesPerSecond, Samples: float64(walBytes.Intervals)})
+	if walBytes := w.Change(rules.WALBytes); walBytes.OK() {
+		f.Figures = append(f.Figures, Figure{Name: FigureWALRate, Value: walBytes.Rate(), Unit: rules.UnitBytesPerSecond,
+			Samples: float64(walBytes.Intervals), Enough: true})
 	}
 	return f
+}
+
+// figureOf computes one figure over the window w.
+func figureOf(w *rules.History, name string) Figure {
+	walBytes := w.Change(rules.WALBytes)
+	mb := walBytes.Delta / (1 << 20)
+	x := Figure{Name: name}
+	switch name {
+	case FigureFlushWaitShare:
+		waits := w.WaitEvents()
+		x.Unit, x.Samples = rules.UnitRatio, float64(waits.Samples)
+		if waits.ActiveBackends > 0 {
+			x.Value = waits.Share(collector.EventIOWALWrite, collector.EventIOWALSync, collector.EventLWLockWALWrite)
+		} else {
+			x.Samples = 0 // nobody was active: nothing to compare
+		}
+	case FigureIOSecondsPerMB:
+		x.Unit = "seconds_per_mb"
+		wt, st := w.Change(rules.WALWriteSeconds), w.Change(rules.WALSyncSeconds)
+		if timingOn(w) && walBytes.OK() && wt.OK() && st.OK() && mb > 0 {
+			x.Value, x.Samples = (wt.Delta+st.Delta)/mb, mb
+		}
+	case FigureWALBytesPerRecord:
+		x.Unit = rules.UnitBytesPerRecord
+		if v, ok := rules.MeasurePredicted(rules.PredictWALBytesPerRecord, w); ok && mb > 0 {
+			x.Value, x.Samples = v, mb
+		}
+	case FigureBuffersFullPerMB:
+		x.Unit = "per_mb"
+		if full := w.Change(rules.WALBuffersFull); full.OK() && walBytes.OK() && mb > 0 {
+			x.Value, x.Samples = full.Delta/mb, mb
+		}
+	case FigureCheckpointSync:
+		x.Unit = rules.UnitSeconds
+		var n, sync float64
+		for _, e := range w.CheckpointEnds() {
+			n += e.Checkpoints
+			sync += e.SyncSeconds
+		}
+		if n > 0 {
+			x.Value, x.Samples = sync/n, n
+		}
+	case FigureWritebackStall:
+		st := rules.Stall(w, rules.DefaultThresholds())
+		x.Unit, x.Value, x.Samples = rules.UnitSeconds, st.Seconds, float64(st.Intervals)
+	case FigureDirtyPeak:
+		x.Unit = rules.UnitBytes
+		if peak, _, ok := w.Peak(rules.DirtyWriteback); ok {
+			x.Value = peak
+			for _, s := range w.Snapshots() {
+				if s.Kernel != nil {
+					x.Samples++
+				}
+			}
+		}
+	}
+	return x
+}
+
+// subWindows is how many parts of a window a figure is measured over for its interval: twelve
+// values a side give Welch's interval about 20 degrees of freedom, where its width is within a
+// tenth of what infinitely many would give.
+const subWindows = 12
+
+// partsOf cuts w into up to subWindows consecutive parts of equal length, each holding at least
+// two snapshots (a counter's change needs two); neighbours share the snapshot between them, so
+// together the parts cover every interval of w once. A window of fewer than 13 snapshots has a
+// part per interval.
+func partsOf(w *rules.History) []*rules.History {
+	snaps := w.Snapshots()
+	n := min(subWindows, len(snaps)-1)
+	if n < 1 {
+		return nil
+	}
+	from, to := snaps[0].Time, snaps[len(snaps)-1].Time
+	step := to.Sub(from) / time.Duration(n)
+	var parts []*rules.History
+	i := 0
+	for k := range n {
+		end := from.Add(time.Duration(k+1) * step)
+		if k == n-1 {
+			end = to
+		}
+		part := rules.NewHistory(len(snaps))
+		j := i
+		for ; j < len(snaps) && !snaps[j].Time.After(end); j++ {
+			part.Add(snaps[j])
+		}
+		if part.Len() >= 2 {
+			parts = append(parts, part)
+			i = j - 1 // the last snapshot starts the next part
+		}
+	}
+	return parts
+}
+
+// subValues are the values a judged figure's interval is computed from: per checkpoint for the
+// checkpoints' sync phase (each is an event of its own), else the figure over each part of the
+// window that had data for it.
+func subValues(w *rules.History, parts []*rules.History, name string) []float64 {
+	var out []float64
+	if name == FigureCheckpointSync {
+		for _, e := range w.CheckpointEnds() {
+			if e.Checkpoints > 0 {
+				out = append(out, e.SyncSeconds/e.Checkpoints)
+			}
+		}
+		return out
+	}
+	if name == FigureWritebackStall {
+		// Each stalled interval is judged against the whole window's flushes, then counted in
+		// the part it falls in: stall seconds per part, zeros included.
+		st := rules.Stall(w, rules.DefaultThresholds())
+		if st.Intervals == 0 {
+			return nil
+		}
+		stalled := st.Stalled()
+		for _, p := range parts {
+			first := p.Snapshots()[0]
+			last, _ := p.Latest()
+			sum := 0.0
+			for _, iv := range stalled {
+				if !iv.From.Before(first.Time) && !iv.To.After(last.Time) {
+					sum += iv.Seconds
+				}
+			}
+			// The share of the part's time stalled: parts differ in length by a snapshot.
+			if secs := last.Time.Sub(first.Time).Seconds(); secs > 0 {
+				out = append(out, sum/secs)
+			}
+		}
+		return out
+	}
+	for _, p := range parts {
+		if x := figureOf(p, name); x.Samples > 0 {
+			out = append(out, x.Value)
+		}
+	}
+	return out
 }
 
 // timingOn reports whether track_wal_io_timing was on throughout the window: WAL write and
@@ -248,8 +342,13 @@ type FigureChange struct {
 	Before float64 `json:"before"`
 	After  float64 `json:"after"`
 	Unit   string  `json:"unit"`
-	// Verdict is "better", "worse", "same" (within noise) or "not enough data".
+	// Verdict is "better", "worse", "same" (its interval holds no change, or the change is
+	// below the figure's floor) or "not enough data".
 	Verdict string `json:"verdict"`
+	// Effect is the interval on the change of the figure's mean over the windows' parts (nil
+	// when a side had too few); MDE the smallest change the window before could show.
+	Effect *Effect  `json:"effect,omitempty"`
+	MDE    *float64 `json:"mde,omitempty"`
 }
 
 // Verdicts of a FigureChange.
@@ -265,43 +364,57 @@ const (
 type verification struct {
 	changes []FigureChange
 	// worse is true when the change is to be rolled back; decided says whether any judged
-	// figure had enough data on both sides.
-	worse, decided bool
+	// figure had an interval; better whether one showed a gain, harm whether the verdict is
+	// worse on the figures (not only for want of a gain).
+	worse, decided, better, harm bool
 	// reason is one line for the journal and the log.
 	reason string
 }
 
-// compare judges a change: a figure is worse when it rose by more than rel of its value before
-// and by more than its noise floor, better when it fell by as much. The change is worse when a
-// judged figure is worse and none is better; when they disagree, the first judged figure with
-// enough data decides (figureNames orders them).
-func compare(before, after *Figures, rel float64) verification {
+// compare judges a change on intervals (interval.go): a judged figure is worse when its
+// interval on the change lies wholly above zero and the windows' difference passes the
+// figure's floor,
+// better when it lies wholly below zero by as much, and the same otherwise: the window could
+// not tell the change from the figure's own variation. The change is worse when a judged
+// figure is worse and none is better; when they disagree, the first judged figure with an
+// interval decides (figureNames orders them). A figure without an interval (fewer than three
+// parts or events on a side) is not enough data, whatever its point values say.
+func compare(before, after *Figures) verification {
 	var v verification
 	var first string
-	var anyWorse, anyBetter bool
-	var worseNames, betterNames []string
+	var anyWorse bool
+	var worseNames, betterNames, sameNames []string
 	for _, a := range after.Figures {
 		b, ok := before.get(a.Name)
-		fc := FigureChange{Name: a.Name, Before: b.Value, After: a.Value, Unit: a.Unit}
+		fc := FigureChange{Name: a.Name, Before: b.Value, After: a.Value, Unit: a.Unit, MDE: b.MDE}
+		e, hasInterval := welch(b.Sub, a.Sub)
 		switch {
 		case !a.Judged:
 			fc.Verdict = verdictReported
-		case !ok || !a.Enough || !b.Enough:
+		case !ok || !a.Enough || !b.Enough || !hasInterval:
 			fc.Verdict = VerdictNoData
 		default:
-			n := noiseOf(a.Name)
-			diff := a.Value - b.Value
+			fc.Effect = &e
+			// The floor is the whole windows' difference's: what a change must move the figure by
+			// to matter (a stall's floor is seconds of stall a window, not a part).
+			floor, diff := noiseOf(a.Name).floor, a.Value-b.Value
+			if a.Name == FigureWritebackStall {
+				// A total: the window after may have been extended, so it is taken at the
+				// length of the window before.
+				diff = a.Value*spanRatio(before, after) - b.Value
+			}
 			switch {
-			case diff > rel*b.Value && diff > n.floor:
+			case e.Low > 0 && diff > floor:
 				fc.Verdict = VerdictWorse
 				anyWorse = true
 				worseNames = append(worseNames, describe(fc))
-			case -diff > rel*b.Value && -diff > n.floor:
+			case e.High < 0 && -diff > floor:
 				fc.Verdict = VerdictBetter
-				anyBetter = true
+				v.better = true
 				betterNames = append(betterNames, describe(fc))
 			default:
 				fc.Verdict = VerdictSame
+				sameNames = append(sameNames, describe(fc))
 			}
 			v.decided = true
 			if first == "" {
@@ -312,23 +425,23 @@ func compare(before, after *Figures, rel float64) verification {
 	}
 	switch {
 	case !v.decided:
-		v.reason = "not enough data on both sides of the change to judge it"
-	case anyWorse && (!anyBetter || first == VerdictWorse):
-		v.worse = true
-		v.reason = "worse beyond noise: " + strings.Join(worseNames, ", ")
-		if anyBetter {
+		v.reason = fmt.Sprintf("not enough data on both sides of the change to judge it (an interval needs %d parts of each window with data)", minSubSamples)
+	case anyWorse && (!v.better || first == VerdictWorse):
+		v.worse, v.harm = true, true
+		v.reason = "worse: " + strings.Join(worseNames, ", ")
+		if v.better {
 			v.reason += "; better: " + strings.Join(betterNames, ", ")
 		}
-	case anyBetter:
+	case v.better:
 		v.reason = "better: " + strings.Join(betterNames, ", ")
 		if anyWorse {
 			v.reason += "; worse: " + strings.Join(worseNames, ", ") + " (the first figure decides)"
 		}
 	default:
-		v.reason = "no figure moved beyond noise"
+		v.reason = "unconfirmed: no interval excludes no change: " + strings.Join(sameNames, ", ")
 	}
-	if after.MustImprove && !v.worse && !anyBetter {
-		// Kept only when it helped: undecided (after the extended windows) or unchanged is
+	if after.MustImprove && !v.worse && !v.better {
+		// Kept only when it helped: undecided or unconfirmed (after the extended windows) is
 		// rolled back like worse.
 		v.worse = true
 		v.reason = "did not help: " + v.reason
@@ -336,8 +449,27 @@ func compare(before, after *Figures, rel float64) verification {
 	return v
 }
 
+// describe is a figure's change as the reasons say it: "wal_flush_wait_share 0.420 -> 0.290,
+// -31% (95% interval -40%..-22%, 12 before, 12 after; detectable 9%)".
+// spanRatio is the length of before's window over after's (1 when either is unknown).
+func spanRatio(before, after *Figures) float64 {
+	b, a := before.To.Sub(before.From), after.To.Sub(after.From)
+	if b <= 0 || a <= 0 {
+		return 1
+	}
+	return float64(b) / float64(a)
+}
+
 func describe(fc FigureChange) string {
-	return fmt.Sprintf("%s %s -> %s", fc.Name, fmtFigure(fc.Before, fc.Unit), fmtFigure(fc.After, fc.Unit))
+	s := fmt.Sprintf("%s %s -> %s", fc.Name, fmtFigure(fc.Before, fc.Unit), fmtFigure(fc.After, fc.Unit))
+	if fc.Effect == nil {
+		return s
+	}
+	s += ", " + fc.Effect.String()
+	if fc.MDE != nil {
+		s = strings.TrimSuffix(s, ")") + fmt.Sprintf("; detectable %.0f%%)", 100**fc.MDE)
+	}
+	return s
 }
 
 func fmtFigure(v float64, unit string) string {

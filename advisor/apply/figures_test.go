@@ -10,8 +10,18 @@ import (
 	"github.com/pgwal-advisor/pgwal-advisor/rules"
 )
 
-func fig(name string, v, samples float64) Figure {
-	return Figure{Name: name, Value: v, Samples: samples, Enough: samples >= noiseOf(name).minSamples, Judged: true}
+// fig is a judged figure whose parts (or events) were sub; its value is their mean.
+func fig(name string, samples float64, sub ...float64) Figure {
+	v := 0.0
+	for _, x := range sub {
+		v += x
+	}
+	if len(sub) > 0 {
+		v /= float64(len(sub))
+	}
+	x := Figure{Name: name, Value: v, Samples: samples, Enough: samples >= noiseOf(name).minSamples, Judged: true, Sub: sub}
+	x.MDE = relativeMDE(sub)
+	return x
 }
 
 func TestCompare(t *testing.T) {
@@ -22,28 +32,35 @@ func TestCompare(t *testing.T) {
 		decided       bool
 		reason        string
 	}{
-		{"better", []Figure{fig(FigureFlushWaitShare, 0.8, 100)}, []Figure{fig(FigureFlushWaitShare, 0.1, 100)}, false, true, "better"},
-		{"worse", []Figure{fig(FigureFlushWaitShare, 0.1, 100)}, []Figure{fig(FigureFlushWaitShare, 0.8, 100)}, true, true, "worse beyond noise"},
-		{"within 20%", []Figure{fig(FigureIOSecondsPerMB, 0.100, 10)}, []Figure{fig(FigureIOSecondsPerMB, 0.115, 10)}, false, true, "no figure moved"},
-		{"above 20% but within the floor", []Figure{fig(FigureFlushWaitShare, 0.02, 100)}, []Figure{fig(FigureFlushWaitShare, 0.05, 100)}, false, true, "no figure moved"},
-		{"too few samples", []Figure{fig(FigureFlushWaitShare, 0.1, 5)}, []Figure{fig(FigureFlushWaitShare, 0.9, 100)}, false, false, "not enough data"},
-		{"first figure decides: worse", []Figure{fig(FigureIOSecondsPerMB, 0.01, 10), fig(FigureFlushWaitShare, 0.8, 100)},
-			[]Figure{fig(FigureIOSecondsPerMB, 0.1, 10), fig(FigureFlushWaitShare, 0.1, 100)}, true, true, "worse beyond noise"},
-		{"first figure decides: better", []Figure{fig(FigureIOSecondsPerMB, 0.1, 10), fig(FigureFlushWaitShare, 0.1, 100)},
-			[]Figure{fig(FigureIOSecondsPerMB, 0.01, 10), fig(FigureFlushWaitShare, 0.8, 100)}, false, true, "the first figure decides"},
-		{"first without data, second worse", []Figure{fig(FigureIOSecondsPerMB, 0, 0), fig(FigureFlushWaitShare, 0.1, 100)},
-			[]Figure{fig(FigureIOSecondsPerMB, 0, 0), fig(FigureFlushWaitShare, 0.5, 100)}, true, true, "worse"},
+		{"better", []Figure{fig(FigureFlushWaitShare, 100, 0.78, 0.8, 0.82, 0.8)}, []Figure{fig(FigureFlushWaitShare, 100, 0.1, 0.12, 0.08, 0.1)}, false, true, "better: wal_flush_wait_share 0.800 -> 0.100, -88% (95% interval"},
+		{"worse", []Figure{fig(FigureFlushWaitShare, 100, 0.1, 0.12, 0.08, 0.1)}, []Figure{fig(FigureFlushWaitShare, 100, 0.78, 0.8, 0.82, 0.8)}, true, true, "worse: wal_flush_wait_share"},
+		{"within its interval", []Figure{fig(FigureIOSecondsPerMB, 10, 0.09, 0.11, 0.10, 0.12, 0.08)}, []Figure{fig(FigureIOSecondsPerMB, 10, 0.115, 0.09, 0.13, 0.1, 0.12)}, false, true, "unconfirmed: no interval excludes no change"},
+		{"15% worse and steady: the interval shows it", []Figure{fig(FigureIOSecondsPerMB, 10, 0.099, 0.1, 0.101, 0.1)}, []Figure{fig(FigureIOSecondsPerMB, 10, 0.114, 0.115, 0.116, 0.115)}, true, true, "worse: wal_io_seconds_per_mb"},
+		{"outside its interval but within the floor", []Figure{fig(FigureFlushWaitShare, 100, 0.02, 0.021, 0.019)}, []Figure{fig(FigureFlushWaitShare, 100, 0.05, 0.051, 0.049)}, false, true, "unconfirmed"},
+		{"too few samples", []Figure{fig(FigureFlushWaitShare, 5, 0.1, 0.1, 0.1)}, []Figure{fig(FigureFlushWaitShare, 100, 0.9, 0.9, 0.9)}, false, false, "not enough data"},
+		{"too few parts for an interval", []Figure{fig(FigureFlushWaitShare, 100, 0.1, 0.1)}, []Figure{fig(FigureFlushWaitShare, 100, 0.9, 0.9, 0.9)}, false, false, "not enough data"},
+		{"first figure decides: worse", []Figure{fig(FigureIOSecondsPerMB, 10, 0.01, 0.01, 0.01), fig(FigureFlushWaitShare, 100, 0.8, 0.8, 0.8)},
+			[]Figure{fig(FigureIOSecondsPerMB, 10, 0.1, 0.1, 0.1), fig(FigureFlushWaitShare, 100, 0.1, 0.1, 0.1)}, true, true, "worse"},
+		{"first figure decides: better", []Figure{fig(FigureIOSecondsPerMB, 10, 0.1, 0.1, 0.1), fig(FigureFlushWaitShare, 100, 0.1, 0.1, 0.1)},
+			[]Figure{fig(FigureIOSecondsPerMB, 10, 0.01, 0.01, 0.01), fig(FigureFlushWaitShare, 100, 0.8, 0.8, 0.8)}, false, true, "the first figure decides"},
+		{"first without data, second worse", []Figure{fig(FigureIOSecondsPerMB, 0), fig(FigureFlushWaitShare, 100, 0.1, 0.11, 0.09)},
+			[]Figure{fig(FigureIOSecondsPerMB, 0), fig(FigureFlushWaitShare, 100, 0.5, 0.51, 0.49)}, true, true, "worse"},
 		{"reported figures never decide", []Figure{{Name: FigureWALRate, Value: 100e6, Samples: 10, Enough: true}},
 			[]Figure{{Name: FigureWALRate, Value: 1e6, Samples: 10, Enough: true}}, false, false, "not enough data"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v := compare(&Figures{Figures: tc.before}, &Figures{Figures: tc.after}, DefaultRegression)
+			v := compare(&Figures{Figures: tc.before}, &Figures{Figures: tc.after})
 			if v.worse != tc.worse || v.decided != tc.decided || !strings.Contains(v.reason, tc.reason) {
 				t.Errorf("compare = worse %v decided %v %q; want worse %v decided %v, reason containing %q", v.worse, v.decided, v.reason, tc.worse, tc.decided, tc.reason)
 			}
+			for _, c := range v.changes {
+				if (c.Verdict == VerdictBetter || c.Verdict == VerdictWorse || c.Verdict == VerdictSame) && c.Effect == nil {
+					t.Errorf("verdict %s on %s without its interval", c.Verdict, c.Name)
+				}
+			}
 		})
 	}
-	// The vm.dirty_* knobs are kept only when they helped: unchanged or undecided rolls back.
+	// The vm.dirty_* knobs are kept only when they helped: unconfirmed or undecided rolls back.
 	for _, tc := range []struct {
 		name          string
 		before, after []Figure
@@ -51,13 +68,13 @@ func TestCompare(t *testing.T) {
 		decided       bool
 		reason        string
 	}{
-		{"stall shorter", []Figure{fig(FigureWritebackStall, 20, 10)}, []Figure{fig(FigureWritebackStall, 0, 10)}, false, true, "better"},
-		{"stall unchanged", []Figure{fig(FigureWritebackStall, 20, 10)}, []Figure{fig(FigureWritebackStall, 18, 10)}, true, true, "did not help: no figure moved"},
-		{"stall longer", []Figure{fig(FigureWritebackStall, 10, 10)}, []Figure{fig(FigureWritebackStall, 40, 10)}, true, true, "worse beyond noise"},
-		{"undecided", []Figure{fig(FigureWritebackStall, 20, 1)}, []Figure{fig(FigureWritebackStall, 0, 10)}, true, false, "did not help: not enough data"},
+		{"stalls shorter", []Figure{fig(FigureWritebackStall, 10, 20, 18, 22, 20)}, []Figure{fig(FigureWritebackStall, 10, 0, 0, 0, 0)}, false, true, "better"},
+		{"stalls within their interval", []Figure{fig(FigureWritebackStall, 10, 20, 10, 30, 20)}, []Figure{fig(FigureWritebackStall, 10, 18, 8, 28, 18)}, true, true, "did not help: unconfirmed"},
+		{"stalls longer", []Figure{fig(FigureWritebackStall, 10, 10, 9, 11, 10)}, []Figure{fig(FigureWritebackStall, 10, 40, 38, 42, 40)}, true, true, "worse: writeback_stall_seconds"},
+		{"undecided", []Figure{fig(FigureWritebackStall, 1, 20)}, []Figure{fig(FigureWritebackStall, 10, 0, 0, 0)}, true, false, "did not help: not enough data"},
 	} {
 		t.Run("must improve/"+tc.name, func(t *testing.T) {
-			v := compare(&Figures{Figures: tc.before, MustImprove: true}, &Figures{Figures: tc.after, MustImprove: true}, DefaultRegression)
+			v := compare(&Figures{Figures: tc.before, MustImprove: true}, &Figures{Figures: tc.after, MustImprove: true})
 			if v.worse != tc.worse || v.decided != tc.decided || !strings.Contains(v.reason, tc.reason) {
 				t.Errorf("compare = worse %v decided %v %q; want worse %v decided %v, reason containing %q", v.worse, v.decided, v.reason, tc.worse, tc.decided, tc.reason)
 			}

@@ -148,6 +148,9 @@ type world struct {
 	cost map[string][2]float64
 	// kernel, when set, finishes each snapshot: the kernel's part of the simulated server.
 	kernel func(s *collector.Snapshot)
+	// sysid and standby are the server's identity and role in each snapshot.
+	sysid   string
+	standby bool
 }
 
 func newWorld(pg *fakePG) *world {
@@ -184,7 +187,7 @@ func (w *world) tick() {
 	s := collector.Snapshot{
 		Time: w.now,
 		Postgres: &collector.Postgres{
-			VersionNum: 150000, StartTime: w.start, Settings: settings, WAL: &wal,
+			VersionNum: 150000, StartTime: w.start, Settings: settings, WAL: &wal, SystemIdentifier: w.sysid, InRecovery: w.standby,
 			WaitEvents: &collector.WaitEvents{Samples: 10, ActiveBackends: 10,
 				Counts: map[string]int64{collector.EventIOWALWrite: int64(c[1] * 10)}},
 		},

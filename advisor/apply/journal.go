@@ -102,6 +102,11 @@ type Record struct {
 	// PredictionCheck is the prediction against what the window after the change measured, on
 	// verified and rolled_back outcomes whose figure the history could measure.
 	PredictionCheck *rules.PredictionCheck `json:"prediction_check,omitempty"`
+	// Trial is a crossover trial's switch (outcome trial): the period it starts and its value.
+	Trial *TrialStep `json:"trial,omitempty"`
+	// Unconfirmed marks a verified outcome whose figures showed no gain: no interval excluded
+	// no change, and the change was kept (figures.go, compare).
+	Unconfirmed bool `json:"unconfirmed,omitempty"`
 	// Live is the live value when the outcome was recorded.
 	Live *Value `json:"live,omitempty"`
 	// Reason says why: what failed, why it was rolled back, what the operator changed.

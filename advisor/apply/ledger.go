@@ -3,6 +3,7 @@ package apply
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -60,10 +61,11 @@ func (c *change) addOutcome(r Record) {
 
 // InEffect reports whether the change's new value is (or waits for a restart to be) in place
 // as far as the journal knows: applied, pending restart or verified, and neither rolled back,
-// failed nor abandoned since.
+// failed nor abandoned since; or in a crossover trial, where it may be (rollback restores the
+// old value either way).
 func (c *change) InEffect() bool {
 	switch c.Last() {
-	case Applied, PendingRestart, Verified:
+	case Applied, PendingRestart, Verified, Trial:
 		return true
 	}
 	return false
@@ -90,7 +92,7 @@ const unknownOutcome Outcome = "unknown"
 
 func knownOutcome(o Outcome) bool {
 	switch o {
-	case Applied, PendingRestart, Verified, RolledBack, Rejected, Failed, Abandoned, UndoFailed:
+	case Applied, PendingRestart, Verified, RolledBack, Rejected, Failed, Abandoned, UndoFailed, Trial:
 		return true
 	}
 	return false
@@ -100,7 +102,10 @@ func knownOutcome(o Outcome) bool {
 // only the journal's reader needs. An intent keeps its figures before the change, which
 // verification compares with.
 func slim(r Record) Record {
-	r.Evidence, r.Summary, r.After, r.Comparison, r.Counts = nil, "", nil, nil, nil
+	r.Evidence, r.Summary, r.After, r.Counts = nil, "", nil, nil
+	// A verdict's comparison stays (the status shows its intervals), without the values the
+	// intervals were computed from.
+	r.Comparison = slices.Clone(r.Comparison)
 	if r.Kind != KindIntent {
 		r.Before, r.Old, r.Live = nil, nil, nil
 	}

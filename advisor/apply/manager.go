@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/pgwal-advisor/pgwal-advisor/advisor"
+	"github.com/pgwal-advisor/pgwal-advisor/collector"
 	"github.com/pgwal-advisor/pgwal-advisor/rules"
 )
 
@@ -82,6 +83,12 @@ type Manager struct {
 	elsewhere map[int]string
 	// restartAfter holds, per change, when a failed restart request may be tried again.
 	restartAfter map[int]time.Time
+	// server is the system identifier and role of the last snapshot (serverChanged).
+	server string
+	// cluster is how this member runs the advisor's changes in the cluster's configuration.
+	cluster []ClusterChangeStatus
+	// trial is the crossover trial this manager runs, nil when none (crossover.go).
+	trial *trial
 
 	mu     sync.RWMutex
 	status Status
@@ -189,6 +196,7 @@ func (m *Manager) Step(ctx context.Context) error {
 		return nil
 	}
 	m.lastSnap = st.Snapshot.Time
+	m.serverChanged(st.Snapshot)
 	if m.firstSnap.IsZero() {
 		m.firstSnap = st.Snapshot.Time
 	}
@@ -211,8 +219,9 @@ func (m *Manager) Step(ctx context.Context) error {
 		// A standby's settings are its operator's decision at failover time: no attempt, no
 		// rollback, nothing counted against the daily cap while the server is in recovery.
 		m.once("standby", func() { m.logger.Warn("apply: " + standbyReason) })
+		err := m.readCluster(ctx, false)
 		m.publish(l, nil, standbyReason)
-		return nil
+		return err
 	}
 	if m.now().Sub(m.privChecked) >= privilegeRecheck || m.privChecked.IsZero() {
 		m.checkPrivileges(ctx)
@@ -233,9 +242,14 @@ func (m *Manager) Step(ctx context.Context) error {
 		} else if why != "" {
 			blocked = why
 		}
+		if err := m.readCluster(ctx, true); err != nil {
+			errs = append(errs, err)
+		}
 		if err := m.watch(ctx, l); err != nil {
 			errs = append(errs, err)
 		}
+	} else if err := m.readCluster(ctx, false); err != nil {
+		errs = append(errs, err)
 	}
 	props := m.evaluate(ctx, l, st)
 	if gate := m.gate(l); blocked == "" {
@@ -246,6 +260,30 @@ func (m *Manager) Step(ctx context.Context) error {
 	}
 	m.publish(l, props, blocked)
 	return errors.Join(errs...)
+}
+
+// serverChanged starts the figures afresh when the snapshot's server is another one, or the
+// same one in another role, than the last snapshot's: a switchover, a failover, --dsn led
+// elsewhere. Figures from before it describe another server's load (a primary's commits, a
+// standby's replay), so no window may hold both: the history restarts, and with it every
+// verification window (verifyingSince) and the figures a new change is judged against.
+func (m *Manager) serverChanged(snap *collector.Snapshot) {
+	pg := snap.Postgres
+	if pg == nil || pg.SystemIdentifier == "" {
+		return
+	}
+	role := "primary"
+	if pg.InRecovery {
+		role = "standby"
+	}
+	key := pg.SystemIdentifier + " " + role
+	if m.server != "" && key != m.server {
+		m.logger.Info("apply: the server's identity or role changed: the figures, and every verification window, start again",
+			zap.String("was", m.server), zap.String("is", key))
+		m.history = rules.NewHistory(historyLimit)
+		m.firstSnap = snap.Time
+	}
+	m.server = key
 }
 
 // standbyReason is why nothing is applied on a server in recovery.

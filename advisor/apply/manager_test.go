@@ -252,6 +252,7 @@ func TestManagerPacing(t *testing.T) {
 	w := newWorld(pg)
 	cfg := testConfig(t, w, ModeOn)
 	cfg.MaxPerDay = 1
+	cfg.NoCrossover = true // one Set per change: a trial's switches would be more
 	m := newTestManager(t, cfg, w, pg)
 	w.setFindings(syncFinding("open_datasync", "fdatasync"),
 		rules.Finding{Rule: "checkpoint-stalls", Setting: collector.CheckpointCompletionTarget, Current: "0.5", Recommended: "0.9", Action: rules.ActionReload})
@@ -389,6 +390,7 @@ func TestRollbackAll(t *testing.T) {
 	w := newWorld(pg)
 	cfg := testConfig(t, w, ModeOn)
 	cfg.Cooldown = time.Second
+	cfg.NoCrossover = true // one Set per change: a trial's switches would be more
 	m := newTestManager(t, cfg, w, pg)
 	w.setFindings(syncFinding("open_datasync", "fdatasync"),
 		rules.Finding{Rule: "checkpoint-stalls", Setting: collector.CheckpointCompletionTarget, Current: "0.5", Recommended: "0.9", Action: rules.ActionReload})
@@ -504,8 +506,10 @@ func TestManagerKernelDidNotHelp(t *testing.T) {
 	k := NewKernel(root, sysctlFile, nil)
 	m := newTestManager(t, testConfig(t, w, ModeOn), w, pg, k)
 	w.setFindings(writebackFindings()[0])
-	runUntil(t, m, w, 60, "rollback", func() bool { return hasOutcome(t, m.Journal(), 1, RolledBack) })
-	if r := recordOf(t, m.Journal(), 1, RolledBack); !strings.Contains(r.Reason, "did not help") {
+	// Before and after cannot show a gain, so a crossover trial alternates the knob (six periods
+	// of 10 s) and its pairs cannot either.
+	runUntil(t, m, w, 150, "rollback", func() bool { return hasOutcome(t, m.Journal(), 1, RolledBack) })
+	if r := recordOf(t, m.Journal(), 1, RolledBack); !strings.Contains(r.Reason, "crossover trial, 4 pairs") || !strings.Contains(r.Reason, "did not help") {
 		t.Errorf("rolled back because %q, want \"did not help\"", r.Reason)
 	}
 	if got := readKnobFile(t, root, "dirty_background_bytes"); got != "0" {
@@ -574,5 +578,44 @@ func TestManagerKernelReadOnly(t *testing.T) {
 	}
 	if got := readKnobFile(t, root2, "dirty_background_bytes"); got != "0" {
 		t.Errorf("dirty_background_bytes = %s, want it untouched", got)
+	}
+}
+
+// TestManagerWindowsRestartOnRoleChange (issue 31): a switchover during a change's verification
+// does not let the verdict compare across it: the window after the change starts again when
+// the server is primary again, and a window never holds another role's figures.
+func TestManagerWindowsRestartOnRoleChange(t *testing.T) {
+	pg := newFakePG(map[string]string{collector.WALSyncMethod: "open_datasync"}, nil)
+	w := newWorld(pg)
+	w.sysid = "7400000000000000001"
+	m := newTestManager(t, testConfig(t, w, ModeOn), w, pg)
+	w.setFindings(syncFinding("open_datasync", "fdatasync"))
+	runUntil(t, m, w, 30, "the change", func() bool { return pg.value(collector.WALSyncMethod) == "fdatasync" })
+	run(t, m, w, 4)
+	w.mu.Lock()
+	w.standby = true // a switchover: this member is a standby now
+	w.mu.Unlock()
+	run(t, m, w, 3)
+	if hasOutcome(t, m.Journal(), 1, Verified) {
+		t.Fatal("verified while the server was a standby")
+	}
+	w.mu.Lock()
+	w.standby = false // and the leader again
+	w.mu.Unlock()
+	back := w.clock().Add(time.Second) // the next snapshot's time
+	runUntil(t, m, w, 40, "verification", func() bool { return hasOutcome(t, m.Journal(), 1, Verified) })
+	v := recordOf(t, m.Journal(), 1, Verified)
+	if v.Time.Before(back.Add(10 * time.Second)) {
+		t.Errorf("verified at %v, %v after the server was primary again: the window (10s) held figures from before the switchover", v.Time, v.Time.Sub(back))
+	}
+
+	// Another server behind --dsn (a new system identifier) restarts the figures too: no new
+	// change starts before a window of its own snapshots.
+	w.mu.Lock()
+	w.sysid = "7400000000000000002"
+	w.mu.Unlock()
+	run(t, m, w, 6) // past the cool-down (5s), short of a window (10s)
+	if !strings.Contains(m.Status().Waiting, "need") {
+		t.Errorf("after a new system identifier status.waiting = %q, want the window before a change measured again", m.Status().Waiting)
 	}
 }

@@ -23,12 +23,15 @@ func fullStatus() Status {
 		AdvisorOnly: map[string]string{KnobDirtyBytes: "/proc/sys is read-only here"},
 		Changes: []ChangeStatus{
 			{ID: 3, Setting: "wal_buffers", Old: "64kB", New: "16MB", State: string(PendingRestart)},
-			{ID: 2, Setting: "wal_sync_method", Old: "fdatasync", New: "open_datasync", State: string(Rejected)},
+			{ID: 2, Setting: "wal_sync_method", Old: "fdatasync", New: "open_datasync", State: string(Rejected),
+				Verdict: []FigureChange{{Name: FigureIOSecondsPerMB, Verdict: VerdictWorse, Effect: &Effect{Rel: 2.5, RelLow: 1.5, RelHigh: 3.5, NBefore: 12, NAfter: 12}},
+					{Name: FigureWALRate, Verdict: verdictReported}}},
 			{ID: 1, Setting: "wal_sync_method", Old: "open_datasync", New: "fdatasync", State: string(Verified)},
 		},
 		Refused:        []Refusal{{Rule: "fsync-off", Setting: "fsync", Recommended: "on", Reason: "never"}},
 		Holds:          []Hold{{Setting: "wal_sync_method", Value: "open_datasync", Kind: Rejected, Until: until}, {Setting: "max_wal_size", Kind: Abandoned, Until: until}},
 		Elsewhere:      []string{"change 4 (checkpoint_timeout) was made on the server with system identifier 1, but the connection reaches the server with system identifier 2"},
+		Cluster:        []ClusterChangeStatus{{Setting: "wal_buffers", New: "16MB", Live: "64kB", State: ClusterPendingRestart}},
 		Outcomes:       map[Outcome]int{Applied: 1, PendingRestart: 1, Verified: 1, RolledBack: 1, Rejected: 1},
 		ChangesLast24h: 3,
 		LastChange:     t0,
@@ -37,13 +40,21 @@ func fullStatus() Status {
 
 func TestMetrics(t *testing.T) {
 	const want = `
-# HELP pgwal_advisor_apply_change_state 1 for the state of the latest change of each setting: applied, verifying, verified, pending_restart, rolled_back, rejected, failed, abandoned or unresolved.
+# HELP pgwal_advisor_apply_change_state 1 for the state of the latest change of each setting: applied, verifying, verified, unconfirmed (verified, no gain shown), pending_restart, rolled_back, rejected, failed, abandoned or unresolved.
 # TYPE pgwal_advisor_apply_change_state gauge
 pgwal_advisor_apply_change_state{setting="wal_buffers",state="pending_restart",value="16MB"} 1
 pgwal_advisor_apply_change_state{setting="wal_sync_method",state="rejected",value="open_datasync"} 1
 # HELP pgwal_advisor_apply_changes_last_24h Changes the daemon started in the last 24 hours (capped by --apply.max-per-day).
 # TYPE pgwal_advisor_apply_changes_last_24h gauge
 pgwal_advisor_apply_changes_last_24h 3
+# HELP pgwal_advisor_apply_cluster_change 1 per change the advisor made in the cluster's configuration (Patroni's DCS), with how this member runs it: running, pending_restart or not_running (a local override, or Patroni has not reached it: after a failover this member would run its own value).
+# TYPE pgwal_advisor_apply_cluster_change gauge
+pgwal_advisor_apply_cluster_change{setting="wal_buffers",state="pending_restart",value="16MB"} 1
+# HELP pgwal_advisor_apply_verdict_effect_ratio Per setting's latest verified or rolled-back change and judged figure: the change of the figure's mean relative to before (-0.31 is 31% lower; every figure is lower-is-better), with its 95% interval's bounds: bound is low, estimate or high.
+# TYPE pgwal_advisor_apply_verdict_effect_ratio gauge
+pgwal_advisor_apply_verdict_effect_ratio{bound="estimate",figure="wal_io_seconds_per_mb",setting="wal_sync_method",value="open_datasync"} 2.5
+pgwal_advisor_apply_verdict_effect_ratio{bound="high",figure="wal_io_seconds_per_mb",setting="wal_sync_method",value="open_datasync"} 3.5
+pgwal_advisor_apply_verdict_effect_ratio{bound="low",figure="wal_io_seconds_per_mb",setting="wal_sync_method",value="open_datasync"} 1.5
 # HELP pgwal_advisor_apply_hands_off_until_timestamp_seconds Until when the advisor leaves alone a setting someone else changed (Unix time).
 # TYPE pgwal_advisor_apply_hands_off_until_timestamp_seconds gauge
 pgwal_advisor_apply_hands_off_until_timestamp_seconds{setting="max_wal_size"} 1.7651880e+09

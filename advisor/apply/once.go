@@ -95,15 +95,32 @@ func Rollback(ctx context.Context, j *Journal, acts []Actuator, id int, now func
 	if note != "" {
 		logger.Warn("apply journal needs attention", zap.String("detail", note))
 	}
+	var unlock func()
+	if len(clusterLedgers(acts)) > 0 {
+		// The changes the advisor made through Patroni on another member are this journal's to
+		// roll back too: taken in first, under the lock (cluster.go).
+		if unlock, _, err = j.lockChanges(true); err != nil {
+			return nil, err
+		}
+		defer unlock()
+		if _, err := adoptCluster(ctx, j, acts, now(), logger); err != nil {
+			// The journal's own changes can still be rolled back; the cluster's are said.
+			logger.Warn("rollback: the advisor's changes in the cluster's configuration could not be read; the journal's own are rolled back", zap.Error(err))
+		}
+		if l, _, err = j.load(); err != nil {
+			return nil, err
+		}
+	}
 	targets, err := rollbackTargets(j, l, id)
 	if err != nil || len(targets) == 0 {
 		return nil, err
 	}
-	unlock, _, err := j.lockChanges(true)
-	if err != nil {
-		return nil, err
+	if unlock == nil {
+		if unlock, _, err = j.lockChanges(true); err != nil {
+			return nil, err
+		}
+		defer unlock()
 	}
-	defer unlock()
 	var out []RollbackResult
 	var errs []error
 	for _, c := range targets {

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -89,7 +91,7 @@ func (p *Patroni) Writable(ctx context.Context, name string) error {
 	if err := p.pg.refuseStandby(ctx); err != nil {
 		return err
 	}
-	if _, err := p.patch(ctx, map[string]any{}); err != nil {
+	if _, err := p.patch(ctx, map[string]any{}, nil); err != nil {
 		return routeRefused{err}
 	}
 	return nil
@@ -123,12 +125,16 @@ func (p *Patroni) Set(ctx context.Context, name, value string) (Value, error) {
 		return Value{}, fmt.Errorf("%s is set in this member's postgresql.auto.conf (%s), which overrides Patroni's configuration on this member: "+
 			"a change in the DCS would not reach it; ALTER SYSTEM RESET %s on this member first (the ha-override finding)", name, *old.AutoConf, name)
 	}
-	if _, err := p.patch(ctx, map[string]any{name: value}); err != nil {
+	rec := clusterChange(name, value, old, time.Now())
+	if _, err := p.patch(ctx, map[string]any{name: value}, map[string]any{name: rec}); err != nil {
 		return Value{}, err
 	}
 	live, err := p.waitFor(ctx, name, func(v Value) bool {
 		return sameValue(name, v.Value, value) || old.Context == "postmaster" && v.PendingRestart
 	})
+	if err == nil && old.Context == "postmaster" {
+		err = p.confirmPending(ctx, name)
+	}
 	if err != nil {
 		if _, undoErr := p.restore(ctx, name, old); undoErr != nil {
 			return live, fmt.Errorf("%w; putting back the DCS's old value failed too, restore %s with patronictl edit-config: %w", err, name, undoErr)
@@ -158,7 +164,11 @@ func (p *Patroni) restore(ctx context.Context, name string, old Value) (Value, e
 	if old.DCS != nil {
 		v = *old.DCS
 	}
-	if _, err := p.patch(ctx, map[string]any{name: v}); err != nil {
+	var recs map[string]any
+	if doc, err := p.config(ctx); err == nil && doc.hasRecord(name) {
+		recs = map[string]any{name: nil} // the record goes with the value it described
+	}
+	if _, err := p.patch(ctx, map[string]any{name: v}, recs); err != nil {
 		return Value{}, err
 	}
 	live, err := p.waitFor(ctx, name, func(v Value) bool {
@@ -207,32 +217,134 @@ func (p *Patroni) Close(ctx context.Context) error { return p.pg.Close(ctx) }
 
 // parameters reads the cluster's PostgreSQL parameters (GET /config), as JSON values printed.
 func (p *Patroni) parameters(ctx context.Context) (map[string]string, error) {
+	doc, err := p.config(ctx)
+	return doc.params, err
+}
+
+// patroniConfig is what GET /config returned: the parameters, and the advisor's records.
+type patroniConfig struct {
+	params   map[string]string
+	records  []ClusterChange
+	problems []string
+}
+
+func (c patroniConfig) hasRecord(name string) bool {
+	return slices.ContainsFunc(c.records, func(r ClusterChange) bool { return r.Setting == name })
+}
+
+// config reads Patroni's configuration of the cluster (GET /config).
+func (p *Patroni) config(ctx context.Context) (patroniConfig, error) {
 	body, err := p.do(ctx, http.MethodGet, nil)
 	if err != nil {
-		return nil, err
+		return patroniConfig{}, err
 	}
 	params, err := postgres.DecodePatroniParameters(body)
 	if err != nil {
-		return nil, fmt.Errorf("GET %s/config: %w", p.opts.URL, err)
+		return patroniConfig{}, fmt.Errorf("GET %s/config: %w", p.opts.URL, err)
 	}
-	return params, nil
+	recs, problems, err := decodeClusterChanges(body)
+	if err != nil {
+		return patroniConfig{}, fmt.Errorf("GET %s/config: %w", p.opts.URL, err)
+	}
+	return patroniConfig{params: params, records: recs, problems: problems}, nil
 }
 
-// patch sends PATCH /config with params as postgresql.parameters (a nil value removes one).
-func (p *Patroni) patch(ctx context.Context, params map[string]any) ([]byte, error) {
-	b, err := json.Marshal(map[string]any{"postgresql": map[string]any{"parameters": params}})
+// ClusterChanges returns the advisor's records of changes made through Patroni that are in the
+// cluster's configuration now: the record's value is the parameter's (a record whose parameter
+// someone changed since is stale, and left out). problems says which records were not the
+// advisor's to read.
+func (p *Patroni) ClusterChanges(ctx context.Context) (changes []ClusterChange, problems []string, err error) {
+	doc, err := p.config(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, r := range doc.records {
+		if v, ok := doc.params[r.Setting]; ok && sameValue(r.Setting, v, r.New) {
+			changes = append(changes, r)
+		}
+	}
+	return changes, doc.problems, nil
+}
+
+// patch sends PATCH /config with params as postgresql.parameters and records as the advisor's
+// records (a nil value removes one), in one request: Patroni writes the document with one
+// compare-and-set, so a parameter and its record change together or not at all.
+func (p *Patroni) patch(ctx context.Context, params, records map[string]any) ([]byte, error) {
+	doc := map[string]any{"postgresql": map[string]any{"parameters": params}}
+	if len(records) > 0 {
+		doc[clusterKey] = map[string]any{"changes": records}
+	}
+	b, err := json.Marshal(doc)
 	if err != nil {
 		return nil, err
 	}
 	return p.do(ctx, http.MethodPatch, b)
 }
 
+// confirmPending waits until every running member of the cluster reports a pending restart
+// after a restart setting was changed: Patroni has written it into each member's
+// configuration, and its restart (RestartPending, or the operator's) brings it into effect on
+// all of them. A reload setting's value on another member is read by that member's advisor
+// (Manager: a standby checks the cluster's records against what it runs).
+func (p *Patroni) confirmPending(ctx context.Context, name string) error {
+	deadline := time.Now().Add(p.opts.ConfirmTimeout)
+	for {
+		ms, err := p.members(ctx)
+		if err != nil {
+			return err
+		}
+		var waiting []string
+		for _, m := range ms {
+			if m.State == "running" && !m.PendingRestart {
+				waiting = append(waiting, m.Name)
+			}
+		}
+		if len(waiting) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: member(s) %s report no pending restart %s after PATCH %s/config (patronictl list shows each member's pending restart)",
+				name, strings.Join(waiting, ", "), p.opts.ConfirmTimeout, p.opts.URL)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for the members of the cluster: %w", ctx.Err())
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// members reads the cluster's members (GET /cluster).
+func (p *Patroni) members(ctx context.Context) ([]member, error) {
+	body, err := p.request(ctx, http.MethodGet, p.opts.URL+"/cluster", nil)
+	if err != nil {
+		return nil, err
+	}
+	var cl struct {
+		Members []member `json:"members"`
+	}
+	if err := json.Unmarshal(body, &cl); err != nil {
+		return nil, fmt.Errorf("GET %s/cluster: %w", p.opts.URL, err)
+	}
+	return cl.Members, nil
+}
+
 func (p *Patroni) do(ctx context.Context, method string, body []byte) ([]byte, error) {
 	return p.request(ctx, method, p.opts.URL+"/config", body)
 }
 
-// request sends one request to a member's REST API with the credentials, bounded in size.
+// memberRestartTimeout bounds one member's restart through Patroni, from the request to the
+// member running with nothing pending.
+const memberRestartTimeout = 3 * time.Minute
+
+// request sends one request to a member's REST API with the credentials, bounded in size and
+// by the client's 10 s timeout.
 func (p *Patroni) request(ctx context.Context, method, url string, body []byte) ([]byte, error) {
+	return p.requestWith(ctx, p.client, method, url, body)
+}
+
+// requestWith is request through client.
+func (p *Patroni) requestWith(ctx context.Context, client *http.Client, method, url string, body []byte) ([]byte, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -247,7 +359,7 @@ func (p *Patroni) request(ctx context.Context, method, url string, body []byte) 
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := p.client.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w (is Patroni running, and is this its REST API? nothing was changed)", method, url, err)
 	}
@@ -282,19 +394,13 @@ type member struct {
 // replica restarted first keeps the leader serving while the others come back. The advisor never
 // restarts PostgreSQL itself; this is Patroni's own restart, which it orders and confirms.
 func (p *Patroni) RestartPending(ctx context.Context) error {
-	body, err := p.request(ctx, http.MethodGet, p.opts.URL+"/cluster", nil)
+	ms, err := p.members(ctx)
 	if err != nil {
 		return err
 	}
-	var cl struct {
-		Members []member `json:"members"`
-	}
-	if err := json.Unmarshal(body, &cl); err != nil {
-		return fmt.Errorf("GET %s/cluster: %w", p.opts.URL, err)
-	}
 	var order []member
 	for _, leaderLast := range []bool{false, true} {
-		for _, m := range cl.Members {
+		for _, m := range ms {
 			if isLeader(m.Role) == leaderLast {
 				order = append(order, m)
 			}
@@ -319,10 +425,16 @@ func (p *Patroni) restartMember(ctx context.Context, m member) error {
 		return err
 	}
 	b, _ := json.Marshal(map[string]any{"restart_pending": true})
-	if _, err := p.request(ctx, http.MethodPost, api+"/restart", b); err != nil {
+	// Patroni answers POST /restart when the restart is done: a replica's shutdown waits for
+	// its restartpoint, which takes seconds under load. A request that times out may have
+	// started it all the same: the member's state below says.
+	rctx, cancel := context.WithTimeout(ctx, memberRestartTimeout)
+	_, err = p.requestWith(rctx, &http.Client{}, http.MethodPost, api+"/restart", b)
+	cancel()
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("restart member %s: %w", m.Name, err)
 	}
-	deadline := time.Now().Add(2 * time.Minute)
+	deadline := time.Now().Add(memberRestartTimeout)
 	for {
 		st, err := p.memberState(ctx, api)
 		if err == nil && st.State == "running" && !st.PendingRestart {
@@ -330,7 +442,7 @@ func (p *Patroni) restartMember(ctx context.Context, m member) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("member %s is not running without a pending restart 2m after POST %s/restart (state %q, %v)", m.Name, api, st.State, err)
+			return fmt.Errorf("member %s is not running without a pending restart %s after POST %s/restart (state %q, %v)", m.Name, memberRestartTimeout, api, st.State, err)
 		}
 		select {
 		case <-ctx.Done():

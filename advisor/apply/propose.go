@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/pgwal-advisor/pgwal-advisor/probes"
 	"slices"
 	"sort"
 	"strings"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/pgwal-advisor/pgwal-advisor/advisor"
 	"github.com/pgwal-advisor/pgwal-advisor/collector"
+	"github.com/pgwal-advisor/pgwal-advisor/probes"
 	"github.com/pgwal-advisor/pgwal-advisor/rules"
 )
 
@@ -207,6 +207,9 @@ func (m *Manager) gate(l *ledger) string {
 		if c.Last() == Applied && c.Intent.Before != nil {
 			return fmt.Sprintf("change %d (%s=%s) is being verified", c.ID(), c.Intent.Setting, c.Intent.New)
 		}
+		if c.Last() == Trial {
+			return fmt.Sprintf("change %d (%s=%s) is in a crossover trial", c.ID(), c.Intent.Setting, c.Intent.New)
+		}
 		end := c.Ended()
 		if c.Last() == PendingRestart || c.Last() == Applied {
 			end = c.lastRecord().Time
@@ -266,6 +269,9 @@ func (m *Manager) propose(ctx context.Context, l *ledger, props []Proposal, bloc
 		if blocked != "" {
 			rec.Reason = "in apply mode it would wait: " + blocked
 		}
+		if d := detectability(measure(m.history, f.Setting, m.beforeFrom(l)), f.Predicted); d != "" {
+			rec.Reason = strings.TrimPrefix(rec.Reason+"; "+d, "; ")
+		}
 		m.logger.Info("apply dry-run: would change a setting", zap.String("setting", f.Setting), zap.String("current", p.Live.Value),
 			zap.String("recommended", f.Recommended), zap.String("action", string(f.Action)), zap.String("rule", f.Rule))
 		_, err := m.record(l, rec)
@@ -291,8 +297,13 @@ func (m *Manager) change(ctx context.Context, l *ledger, p Proposal, origin stri
 	}
 	defer unlock()
 	old := *p.Live
+	reason := p.Note
+	if d := detectability(before, f.Predicted); d != "" {
+		reason = strings.TrimPrefix(reason+"; "+d, "; ")
+		m.logger.Info("apply: what the verification of the next change can detect", zap.String("setting", f.Setting), zap.String("detectable", d))
+	}
 	intent := Record{Time: m.now(), Kind: KindIntent, Origin: origin, Setting: f.Setting, Action: f.Action, Old: &old,
-		New: f.Recommended, Rule: f.Rule, Summary: f.Summary, Evidence: f.Evidence, Before: before, Reason: p.Note,
+		New: f.Recommended, Rule: f.Rule, Summary: f.Summary, Evidence: f.Evidence, Before: before, Reason: reason,
 		Predicted: f.Predicted}
 	recs, err := m.record(l, intent)
 	if err != nil {

@@ -22,7 +22,7 @@ import (
 func (m *Manager) reconcile(ctx context.Context, l *ledger) (string, error) {
 	var open []*change
 	for _, c := range l.changes {
-		if c.unsettled() {
+		if c.unsettled() || c.Last() == Trial && (m.trial == nil || m.trial.id != c.ID()) {
 			open = append(open, c)
 		}
 	}
@@ -65,6 +65,9 @@ func (m *Manager) reconcileOne(ctx context.Context, l *ledger, c *change) error 
 	}
 	if m.leftElsewhere(c, live) {
 		return nil // unsettled until the daemon or rollback reaches its own server
+	}
+	if c.Last() == Trial {
+		return m.reconcileTrial(ctx, l, c, a, live)
 	}
 	restartCtx := in.Old.Context == "postmaster"
 	why := "reconciled after " + unsettledWhy(c)
@@ -147,4 +150,29 @@ func configIs(setting string, live, old Value) bool {
 	return sameValue(setting, live.Value, old.Value) && live.PendingRestart == old.PendingRestart &&
 		same(live.AutoConf, old.AutoConf) && live.TwinValue == old.TwinValue && same(live.Persisted, old.Persisted) &&
 		maps.Equal(live.Sysctl, old.Sysctl) && (old.Route != RoutePatroni || same(live.DCS, old.DCS))
+}
+
+// reconcileTrial settles a crossover trial that a process left behind (a crash, a restart of the
+// daemon): the old value is put back, whichever period the trial was in, and the change is
+// recorded rolled back, not rejected: nothing judged it, and it may be proposed again. Someone
+// else's value is left alone (abandoned).
+func (m *Manager) reconcileTrial(ctx context.Context, l *ledger, c *change, a Actuator, live Value) error {
+	in := c.Intent
+	var rec Record
+	switch {
+	case sameValue(in.Setting, live.Value, in.New) || sameValue(in.Setting, live.Value, in.Old.Value):
+		restored, err := a.Restore(ctx, in.Setting, *in.Old)
+		if err != nil {
+			return fmt.Errorf("reconcile change %d: restore the old value after a crossover trial that did not finish: %w", c.ID(), err)
+		}
+		rec = m.outcome(c, RolledBack, "reconciled after a crossover trial that did not finish (the process stopped during it): the old value is in force again; not rejected, nothing judged the change", &restored)
+	default:
+		until := m.now().Add(m.cfg.RejectFor)
+		rec = m.outcome(c, Abandoned, fmt.Sprintf("reconciled after a crossover trial that did not finish: %s is %s, neither the old %s nor the new %s: someone else changed it", in.Setting, live.Value, in.Old.Value, in.New), &live)
+		rec.Until = &until
+	}
+	m.logger.Warn("apply: reconciled a crossover trial that did not finish", zap.Int("id", c.ID()), zap.String("setting", in.Setting),
+		zap.String("outcome", string(rec.Outcome)), zap.String("live", live.Value))
+	_, err := m.record(l, rec)
+	return err
 }

@@ -29,6 +29,10 @@ type Status struct {
 	// Elsewhere are the journal's changes made on another server than the one --dsn reaches:
 	// left alone, neither judged nor abandoned nor rolled back here.
 	Elsewhere []string `json:"elsewhere,omitempty"`
+	// Cluster are the advisor's changes in the cluster's configuration (Patroni's DCS), as the
+	// member --dsn reaches runs them: a standby's daemon says here what it would run after a
+	// failover.
+	Cluster []ClusterChangeStatus `json:"cluster,omitempty"`
 	// Outcomes counts the journal's outcome records by outcome.
 	Outcomes       map[Outcome]int `json:"outcomes"`
 	ChangesLast24h int             `json:"changes_last_24h"`
@@ -55,12 +59,17 @@ type ChangeStatus struct {
 	// verified or rolled back, that prediction against what was measured after it.
 	Predicted  *rules.Predicted       `json:"predicted,omitempty"`
 	Prediction *rules.PredictionCheck `json:"prediction,omitempty"`
+	// Verdict is the figures' comparison that verified or rolled back the change, each judged
+	// figure with its interval and the MDE before (docs/apply.md, "Intervals, not point figures").
+	Verdict []FigureChange `json:"verdict,omitempty"`
 }
 
 // States of a change besides its outcomes.
 const (
 	StateVerifying  = "verifying"
 	StateUnresolved = "unresolved"
+	// StateUnconfirmed is a verified change whose figures showed no gain: kept, and said so.
+	StateUnconfirmed = "unconfirmed"
 )
 
 // Refusal is a finding the manager does not apply.
@@ -91,6 +100,7 @@ func (m *Manager) Status() Status {
 	st.Refused = slices.Clone(st.Refused)
 	st.Holds = slices.Clone(st.Holds)
 	st.Elsewhere = slices.Clone(st.Elsewhere)
+	st.Cluster = slices.Clone(st.Cluster)
 	return st
 }
 
@@ -107,6 +117,7 @@ func (m *Manager) publish(l *ledger, props []Proposal, waiting string) {
 		}
 	}
 	st.Changes = changeStatuses(l)
+	st.Cluster = slices.Clone(m.cluster)
 	for _, id := range slices.Sorted(maps.Keys(m.elsewhere)) {
 		st.Elsewhere = append(st.Elsewhere, m.elsewhere[id])
 	}
@@ -154,8 +165,15 @@ func changeStatuses(l *ledger) []ChangeStatus {
 		}
 		cs.Predicted = c.Intent.Predicted
 		for _, o := range []Outcome{RolledBack, Verified} {
-			if r, ok := c.outcome(o); ok && r.PredictionCheck != nil {
+			r, ok := c.outcome(o)
+			if !ok {
+				continue
+			}
+			if r.PredictionCheck != nil {
 				cs.Prediction = r.PredictionCheck
+			}
+			if len(r.Comparison) > 0 {
+				cs.Verdict = r.Comparison
 			}
 		}
 		switch {
@@ -163,6 +181,8 @@ func changeStatuses(l *ledger) []ChangeStatus {
 			cs.State = StateUnresolved
 		case c.Last() == Applied && c.Intent.Before != nil && c.Intent.Origin == OriginDaemon:
 			cs.State = StateVerifying
+		case c.Last() == Verified && last.Unconfirmed:
+			cs.State = StateUnconfirmed
 		case c.Last() == Rejected:
 			// The rollback before it says what happened; the rejection when it ends.
 			if rb, ok := c.outcome(RolledBack); ok {

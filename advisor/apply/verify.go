@@ -21,6 +21,11 @@ func (m *Manager) watch(ctx context.Context, l *ledger) error {
 	// The changes as they are now: a record appended below may bring in another process's
 	// records, and the ledger's slice with them.
 	changes := l.changes
+	if m.trial != nil {
+		if c := l.byID[m.trial.id]; c == nil || c.Last() != Trial {
+			m.trial = nil // ended by another process (rollback)
+		}
+	}
 	for i := len(changes) - 1; i >= 0; i-- {
 		c := changes[i]
 		s := c.Intent.Setting
@@ -53,6 +58,20 @@ func (m *Manager) watch(ctx context.Context, l *ledger) error {
 func (m *Manager) watchOne(ctx context.Context, l *ledger, c *change, a Actuator, live Value) error {
 	in := c.Intent
 	s := in.Setting
+	if c.Last() == Trial {
+		if m.trial == nil || m.trial.id != c.ID() {
+			return nil // another process's, or a crash's leftover: reconcile settles it
+		}
+		want := in.New
+		if !crossoverPeriods[m.trial.k] {
+			want = in.Old.Value
+		}
+		if !sameValue(s, live.Value, want) {
+			m.trial = nil
+			return m.abandon(l, c, live, fmt.Sprintf("%s is %s during a crossover trial, not the %s the trial set: someone else changed it", s, live.Value, want))
+		}
+		return m.stepTrial(ctx, l, c, a)
+	}
 	if c.Last() == PendingRestart {
 		switch {
 		case sameValue(s, live.Value, in.New):
@@ -66,6 +85,11 @@ func (m *Manager) watchOne(ctx context.Context, l *ledger, c *change, a Actuator
 		return m.abandon(l, c, live, fmt.Sprintf("%s no longer waits for a restart with %s: it is %s (pending_restart %v)", s, in.New, live.Value, live.PendingRestart))
 	}
 	if !sameValue(s, live.Value, in.New) {
+		if restoredInCluster(c, live) {
+			_, err := m.record(l, m.outcome(c, RolledBack, "the cluster's configuration holds the old value again: rolled back from another member", &live))
+			m.logger.Info("apply: a change was rolled back through the cluster's configuration from another member", zap.Int("id", c.ID()), zap.String("setting", s), zap.String("value", live.Value))
+			return err
+		}
 		return m.abandon(l, c, live, fmt.Sprintf("%s is %s, not the %s the advisor applied: someone else changed it", s, live.Value, in.New))
 	}
 	if c.Last() != Applied || in.Before == nil || in.Origin != OriginDaemon {
@@ -149,12 +173,20 @@ func (m *Manager) verify(ctx context.Context, l *ledger, c *change, a Actuator) 
 		return nil
 	}
 	after := measure(m.history, in.Setting, start)
-	v := compare(in.Before, after, m.cfg.Regression)
+	v := compare(in.Before, after)
 	check, checkNote := checkPrediction(in.Predicted, m.history.Since(start))
-	if !v.decided && latest.Before(start.Add(3*m.cfg.VerifyWindow)) {
+	// Not enough data, or (for a change that must help) no gain shown yet: more of the same
+	// window, up to three, before the verdict stands.
+	if !m.cfg.NoCrossover && switchable(in) && (v.decided && !v.better && !v.harm || nearMDE(in)) {
+		// The window after could not tell the change from the load, or the change was
+		// predicted too small for one window to: alternate the values.
+		return m.startTrial(l, c, after, v)
+	}
+	undecided := !v.harm && (!v.decided || after.MustImprove && !v.better)
+	if undecided && latest.Before(start.Add(3*m.cfg.VerifyWindow)) {
 		m.once(fmt.Sprintf("extend:%d", c.ID()), func() {
-			m.logger.Info("apply: not enough data to judge the change yet; the verification window is extended",
-				zap.Int("id", c.ID()), zap.String("setting", in.Setting))
+			m.logger.Info("apply: the figures cannot judge the change yet; the verification window is extended",
+				zap.Int("id", c.ID()), zap.String("setting", in.Setting), zap.String("figures", v.reason))
 		})
 		return nil
 	}
@@ -162,8 +194,11 @@ func (m *Manager) verify(ctx context.Context, l *ledger, c *change, a Actuator) 
 		reason := v.reason
 		if !v.decided {
 			reason = "inconclusive, kept: " + reason
+		} else if !v.better {
+			reason = "kept, " + reason
 		}
 		rec := m.outcome(c, Verified, reason+checkNote, nil)
+		rec.Unconfirmed = !v.better
 		rec.Before, rec.After, rec.Comparison, rec.PredictionCheck = in.Before, after, v.changes, check
 		m.logger.Info("apply: change verified", zap.Int("id", c.ID()), zap.String("setting", in.Setting), zap.String("value", in.New),
 			zap.String("figures", reason), predictionFields(check, checkNote))
@@ -215,4 +250,19 @@ func predictionFields(c *rules.PredictionCheck, note string) zap.Field {
 	}
 	return zap.Dict("prediction", zap.String("figure", c.Name), zap.Float64("before", c.Current),
 		zap.Float64("predicted", c.Predicted), zap.Float64("measured", c.Measured), zap.Float64("error", c.Error))
+}
+
+// restoredInCluster reports whether a change made through Patroni is undone in the cluster's
+// configuration: the DCS holds what it held before the change (or nothing, as before) and the
+// member runs the old value. The advisor's rollback on another member does exactly that (and
+// removes its record), so the change ended there; it is no one else's change to back off from.
+func restoredInCluster(c *change, live Value) bool {
+	old := c.Intent.Old
+	if old == nil || old.Route != RoutePatroni || live.Route != RoutePatroni || !sameValue(c.Intent.Setting, live.Value, old.Value) {
+		return false
+	}
+	if old.DCS == nil || live.DCS == nil {
+		return old.DCS == nil && live.DCS == nil
+	}
+	return sameValue(c.Intent.Setting, *live.DCS, *old.DCS)
 }

@@ -34,6 +34,8 @@ type runFlags struct {
 	patroni     patroniFlags
 	// restartWindow is --apply.restart-window, parsed into applyCfg.RestartWindow.
 	restartWindow string
+	// crossover is --apply.crossover, the opposite of applyCfg.NoCrossover.
+	crossover bool
 }
 
 func newRunCmd(g *cli.Globals) *cobra.Command {
@@ -93,6 +95,7 @@ func (fl *runFlags) register(f *pflag.FlagSet) {
 	f.DurationVar(&fl.applyCfg.VerifyWindow, "apply.verify-window", apply.DefaultVerifyWindow, "how long the figures are measured before and after a change")
 	f.DurationVar(&fl.applyCfg.Cooldown, "apply.cooldown", apply.DefaultCooldown, "least time between two changes")
 	f.IntVar(&fl.applyCfg.MaxPerDay, "apply.max-per-day", apply.DefaultMaxPerDay, "most changes started in 24 hours")
+	f.BoolVar(&fl.crossover, "apply.crossover", true, "when one window after a reload or kernel change cannot judge it, alternate the old and new values over six more windows and judge the pairs (docs/apply.md, \"Crossover trials\")")
 	f.StringVar(&fl.restartWindow, "apply.restart-window", "", `when the HA manager (--apply.patroni-url) may restart PostgreSQL for a change that waits for a restart, in the host's time zone: "DAYS HH:MM-HH:MM", e.g. "Sat,Sun 02:00-05:00"; empty: never`)
 }
 
@@ -152,6 +155,7 @@ func runDaemon(ctx context.Context, g *cli.Globals, fl *runFlags, flags *pflag.F
 			return usage(err)
 		}
 	}
+	applyCfg.NoCrossover = !fl.crossover
 	if applyCfg.RestartWindow, err = apply.ParseRestartWindow(fl.restartWindow); err != nil {
 		return usage(fmt.Errorf("--apply.restart-window: %w", err))
 	}

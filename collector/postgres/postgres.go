@@ -57,15 +57,20 @@ type Options struct {
 // opened on first use and opened again after a failure. Its methods are safe for concurrent use:
 // Collect and SampleWaitEvents typically run from different goroutines.
 type Collector struct {
-	walDir string
-	procfs string
-	logger *zap.Logger
+	walDir       string
+	procfs       string
+	logger       *zap.Logger
+	dsn          string
+	queryTimeout time.Duration
 
 	// sem is a mutex that a caller can stop waiting for when its ctx ends. It guards everything
 	// below: the session and the wait-event tally are shared by Collect and the sampler.
 	sem     chan struct{}
 	session *Session
 	waits   waitTally
+	// primary is the session to a repmgr standby's primary (readPrimary), for primaryDSN.
+	primary    *Session
+	primaryDSN string
 }
 
 // New returns a Collector for dsn, a libpq keyword/value string or a postgres:// URL. An empty
@@ -82,10 +87,12 @@ func New(dsn string, opts Options) *Collector {
 		procfs = "/proc"
 	}
 	return &Collector{
-		walDir: opts.WALDir,
-		procfs: procfs,
-		logger: logger,
-		sem:    make(chan struct{}, 1),
+		walDir:       opts.WALDir,
+		procfs:       procfs,
+		logger:       logger,
+		dsn:          dsn,
+		queryTimeout: opts.QueryTimeout,
+		sem:          make(chan struct{}, 1),
 		session: NewSession(dsn, SessionOptions{
 			QueryTimeout:    opts.QueryTimeout,
 			ApplicationName: applicationName,
@@ -124,10 +131,11 @@ func (c *Collector) Collect(ctx context.Context) (*collector.Postgres, error) {
 	}
 	server := c.session.Server()
 	v := server.VersionNum
-	pg.VersionNum, pg.Version = v, server.Version
+	pg.VersionNum, pg.Version, pg.SystemIdentifier = v, server.Version, server.SystemIdentifier
 
 	settingsOK := c.readSettings(ctx, pg, v)
 	c.readHAManager(ctx, pg)
+	c.readPrimary(ctx, pg)
 	c.readWALStats(ctx, pg, v)
 	c.readCheckpoints(ctx, pg, v)
 	// A standby inserts no WAL (pg_current_wal_insert_lsn() raises an error there).
@@ -324,6 +332,7 @@ func (c *Collector) Close(ctx context.Context) error {
 		return fmt.Errorf("close the connection to PostgreSQL: %w", err)
 	}
 	defer c.release()
+	c.closePrimary(ctx)
 	if err := c.session.Close(ctx); err != nil {
 		return c.opErr("close the connection to PostgreSQL", err)
 	}

@@ -126,7 +126,9 @@ func (r *runner) restoreRound(ctx context.Context, bin string, rig *neighbour.Ri
 	window := restoreVerifyWindow(secs)
 	args := []string{"run", "--dsn", rig.Cluster.DSN(), "--web.listen-address", addr, "--probe.dir", probeDir, "--interval", "1s",
 		"--apply", "on", "--apply.journal", journal, "--apply.sysctl-file", sysctlFile, "--apply.verify-window", window.String(),
-		"--apply.cooldown", "0s", "--apply.settings", apply.KnobDirtyThresholds}
+		"--apply.cooldown", "0s", "--apply.settings", apply.KnobDirtyThresholds,
+		// One stall a run: a crossover trial's periods after the run would hold none to pair.
+		"--apply.crossover=false"}
 	if r.opts.ProcFS != "" {
 		args = append(args, "--path.procfs", r.opts.ProcFS)
 	}
@@ -329,7 +331,15 @@ func writeNeighbourRestore(b *strings.Builder, nr *NeighbourRestore) {
 			if c.Verdict == "reported" {
 				continue
 			}
-			figs = append(figs, fmt.Sprintf("%s %s -> %s (%s)", c.Name, num(c.Before), num(c.After), c.Verdict))
+			f := fmt.Sprintf("%s %s -> %s (%s", c.Name, num(c.Before), num(c.After), c.Verdict)
+			if e := c.Effect; e != nil {
+				// The interval and what the window before could detect, side by side.
+				f += fmt.Sprintf(", %+.0f%%, 95%% interval %+.0f%%..%+.0f%%", 100*e.Rel, 100*e.RelLow, 100*e.RelHigh)
+				if c.MDE != nil {
+					f += fmt.Sprintf(", detectable %.0f%%", 100**c.MDE)
+				}
+			}
+			figs = append(figs, f+")")
 		}
 		pred := "-"
 		if p := rr.Prediction; p != nil {
