@@ -134,3 +134,128 @@ func evalHAOverride(in Input) Result {
 			"(a restart setting after patronictl restart --pending); change them for the cluster with patronictl edit-config.",
 	})
 }
+
+// haStandbyDiffers: repmgr manages no parameters (repmgr docs: it manages replication and
+// failover, not postgresql.conf), so a setting changed with ALTER SYSTEM on the primary - by a
+// person or by the advisor's apply mode - stays on the primary. A standby that does not run it
+// too runs its own value after a failover, and the change is lost without anyone undoing it
+// (docs/rules.md, ha-standby-differs).
+func haStandbyDiffers() Rule {
+	return Rule{
+		ID:       "ha-standby-differs",
+		Title:    "A repmgr standby does not run what its primary's postgresql.auto.conf sets",
+		Severity: Warning,
+		Settings: []string{collector.HostHAConfig},
+		Rationale: "Under repmgr every node keeps its own configuration: a setting changed with ALTER SYSTEM on " +
+			"the primary is not on a standby unless it was made there too, and a failover to that standby " +
+			"drops it.",
+		Sources:   []string{repmgrDocs, pgDocs + "config-setting.html#CONFIG-SETTING-SQL"},
+		Immediate: true,
+		Eval:      withDefaults(evalHAStandbyDiffers),
+	}
+}
+
+// repmgrDocs is repmgr's documentation.
+const repmgrDocs = "https://www.repmgr.org/docs/current/index.html"
+
+// differing is one setting a standby runs with another value than its primary's
+// postgresql.auto.conf sets.
+type differing struct{ Setting, Standby, Primary, Context string }
+
+// haStandbyFacts are a repmgr standby's settings against its primary's.
+type haStandbyFacts struct {
+	Standby   bool
+	Address   string
+	Differing []differing
+	// Unknown says why the primary's settings could not be compared ("" when they could).
+	Unknown string
+}
+
+func haStandbyFactsOf(pg *collector.Postgres) haStandbyFacts {
+	if !pg.InRecovery || pg.HAManager == nil || pg.HAManager.Name != collector.ManagerRepmgr {
+		return haStandbyFacts{}
+	}
+	f := haStandbyFacts{Standby: true}
+	p := pg.Primary
+	switch {
+	case p == nil:
+		f.Unknown = "the primary's settings were not read (primary_conninfo needs pg_read_all_settings: GRANT pg_monitor)"
+		return f
+	case p.Error != "":
+		f.Unknown = "the primary's settings could not be read: " + p.Error
+		return f
+	}
+	f.Address = p.Address
+	for _, name := range slices.Sorted(maps.Keys(p.Settings)) {
+		want, have := p.Settings[name], pg.Settings[name]
+		if _, ok := pg.Settings[name]; ok && sameSetting(want, have) {
+			continue
+		}
+		f.Differing = append(f.Differing, differing{Setting: name, Standby: have.Value, Primary: want.Value, Context: want.Context})
+	}
+	return f
+}
+
+// sameSetting compares two servers' values of one setting as the servers read them: memory in
+// bytes, times in seconds, the rest by name.
+func sameSetting(a, b collector.Setting) bool {
+	switch {
+	case a.Bytes != nil && b.Bytes != nil:
+		return *a.Bytes == *b.Bytes
+	case a.Seconds != nil && b.Seconds != nil:
+		return *a.Seconds == *b.Seconds
+	}
+	return strings.EqualFold(a.Value, b.Value)
+}
+
+func decideHAStandbyDiffers(f haStandbyFacts) verdict {
+	switch {
+	case !f.Standby:
+		return verdictQuiet
+	case f.Unknown != "":
+		return verdictUnknown
+	case len(f.Differing) > 0:
+		return verdictFire
+	}
+	return verdictQuiet
+}
+
+func evalHAStandbyDiffers(in Input) Result {
+	pg, missing := latestPostgres(in.History)
+	if pg == nil {
+		return notEnough("%s", missing)
+	}
+	f := haStandbyFactsOf(pg)
+	switch decideHAStandbyDiffers(f) {
+	case verdictUnknown:
+		return notEnough("%s", f.Unknown)
+	case verdictQuiet:
+		return found()
+	}
+	var list, sets []string
+	restart := false
+	for _, d := range f.Differing {
+		here := d.Standby
+		if here == "" {
+			here = "unknown"
+		}
+		list = append(list, fmt.Sprintf("%s = %s here, %s on the primary", d.Setting, here, d.Primary))
+		sets = append(sets, fmt.Sprintf("ALTER SYSTEM SET %s = '%s';", d.Setting, d.Primary))
+		restart = restart || d.Context == "postmaster"
+	}
+	then := "SELECT pg_reload_conf();"
+	if restart {
+		then += " then a restart of this standby for the restart settings (repmgr node service --action=restart, or the service manager)"
+	}
+	return found(Finding{
+		Severity: Warning,
+		Setting:  collector.HostHAConfig,
+		Current:  strings.Join(list, ", "),
+		Action:   ActionAdvice,
+		Summary: fmt.Sprintf("This repmgr standby runs %s (its primary at %s sets them in its postgresql.auto.conf): repmgr manages no parameters, "+
+			"so after a failover to this standby the cluster would run this standby's values.", strings.Join(list, ", "), f.Address),
+		Evidence: []Evidence{{Name: "differing_settings", Value: float64(len(f.Differing)), Unit: UnitCount}},
+		ExpectedEffect: "On this standby, as a superuser: " + strings.Join(sets, " ") + " " + then +
+			" Then it runs what the primary runs, and a failover keeps it.",
+	})
+}

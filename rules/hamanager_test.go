@@ -46,3 +46,51 @@ func TestHaOverride(t *testing.T) {
 		})
 	}
 }
+
+func TestHAStandbyDiffers(t *testing.T) {
+	mb := func(n int64) *int64 { b := n << 20; return &b }
+	kb := func(n int64) *int64 { b := n << 10; return &b }
+	repmgr := &collector.HAManager{Name: collector.ManagerRepmgr}
+	standby := func(m *collector.HAManager, recovery bool, here map[string]collector.Setting, p *collector.PrimarySettings) Input {
+		h := NewHistory(2)
+		now := time.Unix(1764583200, 0)
+		h.Add(collector.Snapshot{Time: now, Postgres: &collector.Postgres{VersionNum: 150000, HAManager: m, InRecovery: recovery, Settings: here, Primary: p}})
+		return Input{History: h, Now: now, Config: DefaultThresholds()}
+	}
+	seed := map[string]collector.Setting{
+		"wal_buffers":     {Value: "64kB", Bytes: kb(64), Context: "postmaster"},
+		"wal_sync_method": {Value: "open_datasync", Context: "sighup"},
+	}
+	primary := &collector.PrimarySettings{Address: "10.0.0.1:5432", Settings: map[string]collector.Setting{
+		"wal_buffers":     {Value: "16MB", Bytes: mb(16), Context: "postmaster"},
+		"wal_sync_method": {Value: "fdatasync", Context: "sighup"},
+	}}
+	same := &collector.PrimarySettings{Address: "10.0.0.1:5432", Settings: map[string]collector.Setting{
+		"wal_buffers": {Value: "65536kB", Bytes: kb(64), Context: "postmaster"},
+	}}
+	for _, tc := range []struct {
+		name      string
+		in        Input
+		notEnough bool
+		want      []wantFinding
+		mention   string
+	}{
+		{"a primary", standby(repmgr, false, seed, nil), false, nil, ""},
+		{"a standby under Patroni: its DCS, not this rule", standby(&collector.HAManager{Name: collector.ManagerPatroni}, true, seed, primary), false, nil, ""},
+		{"a standby of no manager", standby(nil, true, seed, primary), false, nil, ""},
+		{"seed 001's changes on the primary only", standby(repmgr, true, seed, primary), false, []wantFinding{{collector.HostHAConfig, Warning, ""}},
+			"ALTER SYSTEM SET wal_buffers = '16MB'; ALTER SYSTEM SET wal_sync_method = 'fdatasync'; SELECT pg_reload_conf(); then a restart"},
+		{"the same size in other units", standby(repmgr, true, map[string]collector.Setting{"wal_buffers": {Value: "64kB", Bytes: kb(64)}}, same), false, nil, ""},
+		{"nothing in the primary's postgresql.auto.conf", standby(repmgr, true, seed, &collector.PrimarySettings{Address: "10.0.0.1:5432"}), false, nil, ""},
+		{"the primary unreachable", standby(repmgr, true, seed, &collector.PrimarySettings{Error: "connect: refused"}), true, nil, ""},
+		{"primary_conninfo unreadable", standby(repmgr, true, seed, nil), true, nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := haStandbyDiffers().Eval(tc.in)
+			checkResult(t, res, tc.notEnough, tc.want...)
+			if tc.mention != "" && !strings.Contains(res.Findings[0].Summary+res.Findings[0].ExpectedEffect, tc.mention) {
+				t.Errorf("the finding does not say %q:\n%s\n%s", tc.mention, res.Findings[0].Summary, res.Findings[0].ExpectedEffect)
+			}
+		})
+	}
+}

@@ -141,6 +141,7 @@ func All() []Rule {
 		trackWALIOTimingOff(),
 		probeDisabled(),
 		haOverride(),
+		haStandbyDiffers(),
 	}
 }
 
