@@ -52,8 +52,10 @@ func RegisterRepmgr(t testing.TB, c *Cluster, id int, primary bool) {
 	defer cancel()
 	args := []string{"-f", conf, role, "register"}
 	if !primary {
-		// The standby's registration waits for the primary's record to reach it.
-		args = append(args, "--wait-sync=30")
+		// The standby's registration waits for the primary's record to reach it. --force: a
+		// standby made by pg_basebackup (not repmgr standby clone) streams under the walreceiver's
+		// application_name, not its node name, so repmgr cannot find it in pg_stat_replication.
+		args = append(args, "--wait-sync=30", "--force")
 	}
 	if out, err := c.command(ctx, "repmgr", args...).CombinedOutput(); err != nil {
 		t.Fatalf("repmgr %s register (node %s): %v: %s", role, strconv.Itoa(id), err, out)
