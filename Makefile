@@ -86,6 +86,17 @@ bench-probe: build
 bench-fleet: deps build
 	$(LAB) bench-fleet $(BENCHFLEET_FLAGS)
 
+# lab-patroni runs seed 001 on a real Patroni pair (Debian's patroni and etcd) twice: through the
+# route by hand (TestPatroniPairSwitchover) and by the daemon in apply mode with a restart window
+# (TestDaemonThroughPatroniPair), and prints the insert's time before the change, after it on the
+# leader, and on the new leader after a switchover (docs/benchmarks.md, "Seed 001 under
+# Patroni"). About 5 minutes; it leaves nothing running.
+.PHONY: lab-patroni
+lab-patroni: deps
+	@log=$$(mktemp); PGWAL_PATRONI_INSERT=1 $(GO) test -count=1 -timeout 20m -v -run 'TestPatroniPairSwitchover|TestDaemonThroughPatroniPair' \
+		./cmd/pgwal-advisor > $$log 2>&1; status=$$?; grep -E "^(--- |ok|FAIL)|seed 001's insert" $$log; \
+		[ $$status -eq 0 ] || tail -50 $$log; rm -f $$log; exit $$status
+
 # bench is the seed benchmark suite (as root, about 80 minutes: the neighbour grid alone takes
 # about 35, the commit grid 15): each seed's scenario on the simulated disk, comparing the
 # starting, the advisor's, the best grid and the static tuners' configurations. It rewrites

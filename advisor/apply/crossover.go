@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -197,10 +196,7 @@ func (m *Manager) endTrial(ctx context.Context, l *ledger, c *change, a Actuator
 // of the pairs' differences (a paired t interval), each difference over one period of each,
 // drift cancelled by the pairs' order. The order of decision is compare's.
 func comparePairs(pairs [][2]*Figures, mustImprove bool) verification {
-	var v verification
-	var first string
-	var anyWorse bool
-	var worseNames, betterNames, sameNames []string
+	var t tally
 	for _, name := range judgedNames(pairs) {
 		var diffs []float64
 		var level float64
@@ -216,47 +212,15 @@ func comparePairs(pairs [][2]*Figures, mustImprove bool) verification {
 		if x, ok := pairs[0][0].get(name); ok {
 			fc.Unit = x.Unit
 		}
-		if len(diffs) < minSubSamples {
-			v.changes = append(v.changes, fc)
-			continue
+		if len(diffs) >= minSubSamples {
+			level /= float64(len(diffs))
+			e := pairedEffect(diffs, level)
+			fc.Before, fc.After = level, level+e.Diff
+			fc = t.judge(fc, e, e.Diff)
 		}
-		level /= float64(len(diffs))
-		e := pairedEffect(diffs, level)
-		fc.Effect, fc.Before, fc.After = &e, level, level+e.Diff
-		floor := noiseOf(name).floor
-		switch {
-		case e.Low > 0 && e.Diff > floor:
-			fc.Verdict, anyWorse = VerdictWorse, true
-			worseNames = append(worseNames, describe(fc))
-		case e.High < 0 && -e.Diff > floor:
-			fc.Verdict, v.better = VerdictBetter, true
-			betterNames = append(betterNames, describe(fc))
-		default:
-			fc.Verdict = VerdictSame
-			sameNames = append(sameNames, describe(fc))
-		}
-		v.decided = true
-		if first == "" {
-			first = fc.Verdict
-		}
-		v.changes = append(v.changes, fc)
+		t.v.changes = append(t.v.changes, fc)
 	}
-	switch {
-	case !v.decided:
-		v.reason = "not enough data in the pairs to judge the change"
-	case anyWorse && (!v.better || first == VerdictWorse):
-		v.worse, v.harm = true, true
-		v.reason = "worse: " + strings.Join(worseNames, ", ")
-	case v.better:
-		v.reason = "better: " + strings.Join(betterNames, ", ")
-	default:
-		v.reason = "unconfirmed: no interval excludes no change: " + strings.Join(sameNames, ", ")
-	}
-	if mustImprove && !v.better {
-		v.worse = true
-		v.reason = "did not help: " + v.reason
-	}
-	return v
+	return t.conclude("not enough data in the pairs to judge the change", mustImprove)
 }
 
 // judgedNames are the judged figures of a trial's first window, in their order.

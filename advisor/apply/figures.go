@@ -373,17 +373,13 @@ type verification struct {
 
 // compare judges a change on intervals (interval.go): a judged figure is worse when its
 // interval on the change lies wholly above zero and the windows' difference passes the
-// figure's floor,
-// better when it lies wholly below zero by as much, and the same otherwise: the window could
-// not tell the change from the figure's own variation. The change is worse when a judged
-// figure is worse and none is better; when they disagree, the first judged figure with an
-// interval decides (figureNames orders them). A figure without an interval (fewer than three
+// figure's floor, better when it lies wholly below zero by as much, and the same otherwise: the
+// window could not tell the change from the figure's own variation. The change is worse when a
+// judged figure is worse and none is better; when they disagree, the first judged figure with
+// an interval decides (figureNames orders them). A figure without an interval (fewer than three
 // parts or events on a side) is not enough data, whatever its point values say.
 func compare(before, after *Figures) verification {
-	var v verification
-	var first string
-	var anyWorse bool
-	var worseNames, betterNames, sameNames []string
+	var t tally
 	for _, a := range after.Figures {
 		b, ok := before.get(a.Name)
 		fc := FigureChange{Name: a.Name, Before: b.Value, After: a.Value, Unit: a.Unit, MDE: b.MDE}
@@ -394,63 +390,85 @@ func compare(before, after *Figures) verification {
 		case !ok || !a.Enough || !b.Enough || !hasInterval:
 			fc.Verdict = VerdictNoData
 		default:
-			fc.Effect = &e
 			// The floor is the whole windows' difference's: what a change must move the figure by
 			// to matter (a stall's floor is seconds of stall a window, not a part).
-			floor, diff := noiseOf(a.Name).floor, a.Value-b.Value
+			diff := a.Value - b.Value
 			if a.Name == FigureWritebackStall {
 				// A total: the window after may have been extended, so it is taken at the
 				// length of the window before.
 				diff = a.Value*spanRatio(before, after) - b.Value
 			}
-			switch {
-			case e.Low > 0 && diff > floor:
-				fc.Verdict = VerdictWorse
-				anyWorse = true
-				worseNames = append(worseNames, describe(fc))
-			case e.High < 0 && -diff > floor:
-				fc.Verdict = VerdictBetter
-				v.better = true
-				betterNames = append(betterNames, describe(fc))
-			default:
-				fc.Verdict = VerdictSame
-				sameNames = append(sameNames, describe(fc))
-			}
-			v.decided = true
-			if first == "" {
-				first = fc.Verdict
-			}
+			fc = t.judge(fc, e, diff)
 		}
-		v.changes = append(v.changes, fc)
+		t.v.changes = append(t.v.changes, fc)
 	}
+	return t.conclude(fmt.Sprintf("not enough data on both sides of the change to judge it (an interval needs %d parts of each window with data)", minSubSamples),
+		after.MustImprove)
+}
+
+// tally gathers the judged figures' verdicts of one comparison (compare, comparePairs).
+type tally struct {
+	v                   verification
+	first               string
+	anyWorse            bool
+	worse, better, same []string
+}
+
+// judge gives fc its verdict from its interval e and the difference diff against the figure's
+// floor, and counts it.
+func (t *tally) judge(fc FigureChange, e Effect, diff float64) FigureChange {
+	fc.Effect = &e
+	floor := noiseOf(fc.Name).floor
+	switch {
+	case e.Low > 0 && diff > floor:
+		fc.Verdict, t.anyWorse = VerdictWorse, true
+		t.worse = append(t.worse, describe(fc))
+	case e.High < 0 && -diff > floor:
+		fc.Verdict, t.v.better = VerdictBetter, true
+		t.better = append(t.better, describe(fc))
+	default:
+		fc.Verdict = VerdictSame
+		t.same = append(t.same, describe(fc))
+	}
+	t.v.decided = true
+	if t.first == "" {
+		t.first = fc.Verdict
+	}
+	return fc
+}
+
+// conclude decides the change from its figures' verdicts: worse when a figure is worse and none
+// better, or the first figure with an interval is worse; better when one is better; else
+// unconfirmed (noData when no figure had an interval). A change that must improve (the vm.dirty_*
+// knobs) and did not is rolled back like worse: "did not help".
+func (t *tally) conclude(noData string, mustImprove bool) verification {
+	v := t.v
 	switch {
 	case !v.decided:
-		v.reason = fmt.Sprintf("not enough data on both sides of the change to judge it (an interval needs %d parts of each window with data)", minSubSamples)
-	case anyWorse && (!v.better || first == VerdictWorse):
+		v.reason = noData
+	case t.anyWorse && (!v.better || t.first == VerdictWorse):
 		v.worse, v.harm = true, true
-		v.reason = "worse: " + strings.Join(worseNames, ", ")
+		v.reason = "worse: " + strings.Join(t.worse, ", ")
 		if v.better {
-			v.reason += "; better: " + strings.Join(betterNames, ", ")
+			v.reason += "; better: " + strings.Join(t.better, ", ")
 		}
 	case v.better:
-		v.reason = "better: " + strings.Join(betterNames, ", ")
-		if anyWorse {
-			v.reason += "; worse: " + strings.Join(worseNames, ", ") + " (the first figure decides)"
+		v.reason = "better: " + strings.Join(t.better, ", ")
+		if t.anyWorse {
+			v.reason += "; worse: " + strings.Join(t.worse, ", ") + " (the first figure decides)"
 		}
 	default:
-		v.reason = "unconfirmed: no interval excludes no change: " + strings.Join(sameNames, ", ")
+		v.reason = "unconfirmed: no interval excludes no change: " + strings.Join(t.same, ", ")
 	}
-	if after.MustImprove && !v.worse && !v.better {
-		// Kept only when it helped: undecided or unconfirmed (after the extended windows) is
-		// rolled back like worse.
+	if mustImprove && !v.worse && !v.better {
+		// Kept only when it helped: undecided or unconfirmed (after the extended windows, or a
+		// crossover trial) is rolled back like worse.
 		v.worse = true
 		v.reason = "did not help: " + v.reason
 	}
 	return v
 }
 
-// describe is a figure's change as the reasons say it: "wal_flush_wait_share 0.420 -> 0.290,
-// -31% (95% interval -40%..-22%, 12 before, 12 after; detectable 9%)".
 // spanRatio is the length of before's window over after's (1 when either is unknown).
 func spanRatio(before, after *Figures) float64 {
 	b, a := before.To.Sub(before.From), after.To.Sub(after.From)
@@ -460,6 +478,8 @@ func spanRatio(before, after *Figures) float64 {
 	return float64(b) / float64(a)
 }
 
+// describe is a figure's change as the reasons say it: "wal_flush_wait_share 0.420 -> 0.290,
+// -31% (95% interval -40%..-22%, 12 before, 12 after; detectable 9%)".
 func describe(fc FigureChange) string {
 	s := fmt.Sprintf("%s %s -> %s", fc.Name, fmtFigure(fc.Before, fc.Unit), fmtFigure(fc.After, fc.Unit))
 	if fc.Effect == nil {

@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/pgwal-advisor/pgwal-advisor/advisor"
+	"github.com/pgwal-advisor/pgwal-advisor/advisor/apply"
 	"github.com/pgwal-advisor/pgwal-advisor/collector"
 	"github.com/pgwal-advisor/pgwal-advisor/rules"
 )
@@ -42,6 +43,8 @@ type HandlerOptions struct {
 	// Collectors are served on /metrics beside the advisor's, the Go runtime's and the
 	// process's (the apply mode's apply.NewMetrics).
 	Collectors []prometheus.Collector
+	// Apply is the apply mode's status, shown on the landing page; nil shows nothing.
+	Apply apply.StatusSource
 }
 
 // notReadyReason is what the API and /readyz say before the first snapshot.
@@ -74,7 +77,10 @@ func NewHandler(src StateSource, opts HandlerOptions) (http.Handler, error) {
 	if _, err := tmpl.New("recommendations").Parse(recommendationsTemplate); err != nil {
 		return nil, fmt.Errorf("parse the landing page's recommendations template: %w", err)
 	}
-	a := api{src: src, version: opts.Version, findingsTmpl: tmpl}
+	if _, err := tmpl.New("changes").Parse(changesTemplate); err != nil {
+		return nil, fmt.Errorf("parse the landing page's changes template: %w", err)
+	}
+	a := api{src: src, apply: opts.Apply, version: opts.Version, findingsTmpl: tmpl}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", readOnly(metrics))
 	mux.Handle("/api/v1/findings", readOnly(http.HandlerFunc(a.findings)))
@@ -105,6 +111,7 @@ func readOnly(h http.Handler) http.Handler {
 
 type api struct {
 	src          StateSource
+	apply        apply.StatusSource
 	version      string
 	findingsTmpl *template.Template
 }
@@ -247,7 +254,11 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 func (a api) landing(w http.ResponseWriter, r *http.Request) {
 	st := a.src.State()
 	var extra bytes.Buffer
-	if err := a.findingsTmpl.Execute(&extra, landingData(st)); err != nil {
+	view := landingData(st)
+	if a.apply != nil {
+		view.Changes = landingChanges(a.apply.Status())
+	}
+	if err := a.findingsTmpl.Execute(&extra, view); err != nil {
 		writeError(w, http.StatusInternalServerError, fmt.Sprintf("render findings: %v", err))
 		return
 	}
@@ -273,7 +284,7 @@ func (a api) landing(w http.ResponseWriter, r *http.Request) {
 			{Address: "healthz", Text: "Health", Description: "the process serves"},
 		},
 		ExtraHTML: extra.String(),
-		ExtraCSS:  landingCSS + chartsCSS,
+		ExtraCSS:  landingCSS + chartsCSS + changesCSS,
 		// No /debug/pprof is served: do not link to it.
 		Profiling: "false",
 	})
@@ -305,6 +316,8 @@ type landingView struct {
 	Probe                ProbeStatus
 	// HAManager is the HA manager that runs the server; nil when PostgreSQL was not read.
 	HAManager *collector.HAManager
+	// Changes is the apply mode's section; nil when the daemon serves no apply status.
+	Changes *landingApply
 }
 
 type landingNote struct{ Rule, DocsURL, Reason string }
@@ -387,6 +400,7 @@ const findingsTemplate = `
       {{- with .HAManager}}
       <p>HA manager: {{.Name}}{{with .Cluster}}, cluster {{.}}{{end}}{{with .Evidence}} ({{.}}){{end}}.</p>
       {{- end}}
+      {{- with .Changes}}{{template "changes" .}}{{end}}
 `
 
 const landingCSS = `

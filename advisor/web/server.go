@@ -13,6 +13,8 @@ import (
 	toolkit "github.com/prometheus/exporter-toolkit/web"
 	"go.uber.org/zap"
 	"go.uber.org/zap/exp/zapslog"
+
+	"github.com/pgwal-advisor/pgwal-advisor/advisor/apply"
 )
 
 // DefaultListenAddress is loopback only, on a port clear of node_exporter (9100) and
@@ -43,6 +45,8 @@ type Config struct {
 	GoVersion string
 	// Collectors are served on /metrics beside the advisor's (HandlerOptions.Collectors).
 	Collectors []prometheus.Collector
+	// Apply is the apply mode's status for the landing page (HandlerOptions.Apply).
+	Apply apply.StatusSource
 }
 
 // Server serves the handler of NewHandler through exporter-toolkit.
@@ -79,7 +83,7 @@ func NewServer(src StateSource, cfg Config, logger *zap.Logger) (*Server, error)
 	if err := checkBcryptCost(cfg.WebConfigFile); err != nil {
 		return nil, fmt.Errorf("web configuration %s: %w", cfg.WebConfigFile, err)
 	}
-	h, err := NewHandler(src, HandlerOptions{Version: cfg.Version, GoVersion: cfg.GoVersion, Logger: logger, Collectors: cfg.Collectors})
+	h, err := NewHandler(src, HandlerOptions{Version: cfg.Version, GoVersion: cfg.GoVersion, Logger: logger, Collectors: cfg.Collectors, Apply: cfg.Apply})
 	if err != nil {
 		return nil, err
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -117,19 +116,7 @@ func TestDaemonThroughPatroniPair(t *testing.T) {
 			strings.Contains(body, `pgwal_advisor_apply_cluster_change{setting="wal_sync_method",state="running",value="fdatasync"} 1`)
 	})
 
-	body := strings.NewReader(`{"leader":"m1","candidate":"m2"}`)
-	req, _ := http.NewRequest(http.MethodPost, m1.RESTURL+"/switchover", body)
-	req.SetBasicAuth("patroni", "restpass")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("POST /switchover: %s", resp.Status)
-	}
-	lab.WaitPatroniRole(t, m2, true)
-	lab.WaitPatroniRole(t, m1, false)
+	switchover(t, m1, m2)
 	runs("after the switchover", 30*time.Second, map[string]string{"wal_sync_method": "fdatasync", "wal_buffers": "16MB"})
 	switched := seed001Insert(t, m2)
 

@@ -195,19 +195,7 @@ func TestPatroniPairSwitchover(t *testing.T) {
 	runs("after the change", map[string]string{"wal_sync_method": "fdatasync", "wal_buffers": "16MB"})
 	after := seed001Insert(t, m1)
 
-	body := strings.NewReader(`{"leader":"m1","candidate":"m2"}`)
-	req, _ := http.NewRequest(http.MethodPost, m1.RESTURL+"/switchover", body)
-	req.SetBasicAuth("patroni", "restpass")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("POST /switchover: %s", resp.Status)
-	}
-	lab.WaitPatroniRole(t, m2, true)
-	lab.WaitPatroniRole(t, m1, false)
+	switchover(t, m1, m2)
 	runs("after the switchover", map[string]string{"wal_sync_method": "fdatasync", "wal_buffers": "16MB"})
 	t.Logf("seed 001's insert of 1M rows on the leader (this machine's disk, 2 runs each): 64kB/open_datasync %v; 16MB/fdatasync %v; on the new leader after the switchover %v",
 		insert, after, seed001Insert(t, m2))
@@ -263,4 +251,23 @@ func seed001Insert(t *testing.T, m lab.PatroniMember) []time.Duration {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// switchover asks Patroni to make candidate the leader in leader's place (POST /switchover) and
+// waits until both members say so.
+func switchover(t *testing.T, leader, candidate lab.PatroniMember) {
+	t.Helper()
+	body := strings.NewReader(fmt.Sprintf(`{"leader":%q,"candidate":%q}`, leader.Name, candidate.Name))
+	req, _ := http.NewRequest(http.MethodPost, leader.RESTURL+"/switchover", body)
+	req.SetBasicAuth("patroni", "restpass")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST /switchover: %s", resp.Status)
+	}
+	lab.WaitPatroniRole(t, candidate, true)
+	lab.WaitPatroniRole(t, leader, false)
 }

@@ -174,7 +174,7 @@ func runDaemon(ctx context.Context, g *cli.Globals, fl *runFlags, flags *pflag.F
 	}
 	srv, err := web.NewServer(d, web.Config{
 		ListenAddresses: cfg.ListenAddresses, WebConfigFile: cfg.WebConfigFile, Version: v, GoVersion: goVersion,
-		Collectors: []prometheus.Collector{apply.NewMetrics(mgr)},
+		Collectors: []prometheus.Collector{apply.NewMetrics(mgr)}, Apply: mgr,
 	}, logger)
 	if err != nil {
 		return usage(err)

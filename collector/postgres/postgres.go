@@ -151,19 +151,11 @@ func (c *Collector) Collect(ctx context.Context) (*collector.Postgres, error) {
 // could, which decides where the WAL directory comes from.
 func (c *Collector) readSettings(ctx context.Context, pg *collector.Postgres, v int) bool {
 	return c.step(ctx, pg, "read pg_settings", func(ctx context.Context, conn *pgx.Conn) error {
-		rows, err := conn.Query(ctx, settingsQuery(v), collector.SettingNames())
+		settings, err := querySettings(ctx, conn, settingsQuery(v))
 		if err != nil {
 			return err
 		}
-		list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (settingRow, error) {
-			var r settingRow
-			err := row.Scan(&r.Name, &r.Setting, &r.Unit, &r.Source, &r.Context, &r.PendingRestart, &r.EnumVals, &r.Show)
-			return r, err
-		})
-		if err != nil {
-			return err
-		}
-		pg.Settings = settingsFromRows(list)
+		pg.Settings = settings
 		pg.DataDir = pg.Settings[collector.DataDirectory].Value
 		return nil
 	})

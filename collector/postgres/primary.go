@@ -59,20 +59,9 @@ func (c *Collector) queryPrimary(ctx context.Context, host, port string, p *coll
 	}
 	return c.primary.Query(ctx, func(ctx context.Context, conn *pgx.Conn) error {
 		v := c.primary.Server().VersionNum
-		rows, err := conn.Query(ctx, settingsQuery(v)+" AND pg_catalog.right(sourcefile, 20) OPERATOR(pg_catalog.=) 'postgresql.auto.conf'", collector.SettingNames())
-		if err != nil {
-			return err
-		}
-		list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (settingRow, error) {
-			var r settingRow
-			err := row.Scan(&r.Name, &r.Setting, &r.Unit, &r.Source, &r.Context, &r.PendingRestart, &r.EnumVals, &r.Show)
-			return r, err
-		})
-		if err != nil {
-			return err
-		}
-		p.Settings = settingsFromRows(list)
-		return nil
+		settings, err := querySettings(ctx, conn, settingsQuery(v)+" AND pg_catalog.right(sourcefile, 20) OPERATOR(pg_catalog.=) 'postgresql.auto.conf'")
+		p.Settings = settings
+		return err
 	})
 }
 

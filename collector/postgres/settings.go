@@ -1,8 +1,11 @@
 package postgres
 
 import (
+	"context"
 	"math"
 	"strconv"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/pgwal-advisor/pgwal-advisor/collector"
 )
@@ -18,6 +21,23 @@ func settingsQuery(versionNum int) string {
 	}
 	return "SELECT name, setting, unit, source, context, " + pendingRestart + ", enumvals, pg_catalog.current_setting(name) " +
 		"FROM pg_catalog.pg_settings WHERE name OPERATOR(pg_catalog.=) ANY($1::pg_catalog.text[])"
+}
+
+// querySettings runs q, settingsQuery or a narrowing of it, over the setting table's names.
+func querySettings(ctx context.Context, conn *pgx.Conn, q string) (map[string]collector.Setting, error) {
+	rows, err := conn.Query(ctx, q, collector.SettingNames())
+	if err != nil {
+		return nil, err
+	}
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (settingRow, error) {
+		var r settingRow
+		err := row.Scan(&r.Name, &r.Setting, &r.Unit, &r.Source, &r.Context, &r.PendingRestart, &r.EnumVals, &r.Show)
+		return r, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return settingsFromRows(list), nil
 }
 
 // settingRow is one row of settingsQuery.
