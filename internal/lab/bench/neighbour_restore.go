@@ -310,7 +310,7 @@ func writeNeighbourRestore(b *strings.Builder, nr *NeighbourRestore) {
 	b.WriteString("### From tuned's 64MB/512MB: the daemon restores the kernel's ratios\n\n")
 	fmt.Fprintf(b, "Restore phase: each pass starts from vm.dirty_background_bytes=64MB, vm.dirty_bytes=512MB (tuned's "+
 		"throughput-performance) with `pgwal-advisor run --apply on --apply.settings vm.dirty_thresholds --interval 1s "+
-		"--apply.verify-window %.0fs --apply.cooldown 0s`; a run, the daemon's change, a run in its verification window, its "+
+		"--apply.verify-window %.0fs --apply.cooldown 0s --apply.crossover=false`; a run, the daemon's change, a run in its verification window, its "+
 		"verdict, then the daemon stopped and `pgwal-advisor rollback --id ID`:\n\n", nr.VerifyWindowSeconds)
 	head := []string{"pass", "before: stall s, p99", "the change (journal id, at s)", "intent records", "after: stall s, p99",
 		"the daemon's verdict", "the daemon's figures", "prediction", "rollback", "vm.dirty_* after it"}
