@@ -21,14 +21,18 @@ var weekdays = map[string]time.Weekday{"sun": time.Sunday, "mon": time.Monday, "
 
 // ParseRestartWindow reads "DAYS HH:MM-HH:MM": DAYS is "*" for every day, or days and ranges of
 // days separated by commas (Mon-Fri,Sun); the time range may pass midnight (22:00-02:00 starts on
-// the days named). "" is no window.
+// the days named). An "@" may stand for the space ("Sat,Sun@02:00-05:00"), for a systemd
+// Environment= line, whose $VARIABLE splits on spaces. "" is no window.
 func ParseRestartWindow(s string) (RestartWindow, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
 		return RestartWindow{}, nil
 	}
-	const want = `want "DAYS HH:MM-HH:MM" in the host's time zone, e.g. "Sat,Sun 02:00-05:00" or "* 03:00-04:00"`
+	const want = `want "DAYS HH:MM-HH:MM" (or DAYS@HH:MM-HH:MM) in the host's time zone, e.g. "Sat,Sun 02:00-05:00" or "*@03:00-04:00"`
 	days, span, ok := strings.Cut(s, " ")
+	if !ok {
+		days, span, ok = strings.Cut(s, "@")
+	}
 	if !ok || len(s) > 100 {
 		return RestartWindow{}, fmt.Errorf("restart window %q: %s", cutText(s), want)
 	}

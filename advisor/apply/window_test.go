@@ -22,6 +22,8 @@ func TestRestartWindow(t *testing.T) {
 		{"* 03:00-04:00", at(time.Wednesday, "04:00"), false},
 		{"Sat,Sun 02:00-05:00", at(time.Sunday, "02:00"), true},
 		{"Sat,Sun 02:00-05:00", at(time.Monday, "02:30"), false},
+		{"Sat,Sun@02:00-05:00", at(time.Sunday, "02:00"), true},
+		{"*@03:00-04:00", at(time.Monday, "04:00"), false},
 		{"Mon-Fri 01:00-02:00", at(time.Friday, "01:10"), true},
 		{"Mon-Fri 01:00-02:00", at(time.Saturday, "01:10"), false},
 		{"Fri-Mon 01:00-02:00", at(time.Sunday, "01:10"), true},

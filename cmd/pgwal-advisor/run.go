@@ -96,7 +96,7 @@ func (fl *runFlags) register(f *pflag.FlagSet) {
 	f.DurationVar(&fl.applyCfg.Cooldown, "apply.cooldown", apply.DefaultCooldown, "least time between two changes")
 	f.IntVar(&fl.applyCfg.MaxPerDay, "apply.max-per-day", apply.DefaultMaxPerDay, "most changes started in 24 hours")
 	f.BoolVar(&fl.crossover, "apply.crossover", true, "when one window after a reload or kernel change cannot judge it, alternate the old and new values over six more windows and judge the pairs (docs/apply.md, \"Crossover trials\")")
-	f.StringVar(&fl.restartWindow, "apply.restart-window", "", `when the HA manager (--apply.patroni-url) may restart PostgreSQL for a change that waits for a restart, in the host's time zone: "DAYS HH:MM-HH:MM", e.g. "Sat,Sun 02:00-05:00"; empty: never`)
+	f.StringVar(&fl.restartWindow, "apply.restart-window", "", `when the HA manager (--apply.patroni-url) may restart PostgreSQL for a change that waits for a restart, in the host's time zone: "DAYS HH:MM-HH:MM" (or DAYS@HH:MM-HH:MM), e.g. "Sat,Sun 02:00-05:00"; empty: never`)
 }
 
 // loadConfig reads --config.file (when given) and resolves it against the command line.
