@@ -293,6 +293,25 @@ func TestDecideSyncMethod(t *testing.T) {
 	}
 }
 
+func TestDecideHAStandbyDiffers(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		f    haStandbyFacts
+		want verdict
+	}{
+		{"not a repmgr standby", haStandbyFacts{}, verdictQuiet},
+		{"the primary unread", haStandbyFacts{Standby: true, Unknown: "connect: refused"}, verdictUnknown},
+		{"runs what the primary runs", haStandbyFacts{Standby: true, Address: "10.0.0.1:5432"}, verdictQuiet},
+		{"one differs", haStandbyFacts{Standby: true, Differing: []differing{{"wal_buffers", "64kB", "16MB", "postmaster"}}}, verdictFire},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := decideHAStandbyDiffers(tt.f); got != tt.want {
+				t.Errorf("decideHAStandbyDiffers = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
 func TestDecideHAOverride(t *testing.T) {
 	for _, tt := range []struct {
 		name string

@@ -129,6 +129,13 @@ func resolveCases() []resolveCase {
 			in:   []Finding{fnd(factBuffers, Critical, collector.WALBuffers, "64kB", "16384kB"), fnd(wbs, Warning, collector.WALBuffers, "64kB", "16MB")},
 			want: []wantRec{{setting: collector.WALBuffers, recommended: "16MB", rule: wbs, severity: Critical, because: []string{factBuffers, wbs}}}},
 
+		// ha_manager.configuration: ha-override (a Patroni member) and ha-standby-differs (a
+		// repmgr standby) are advice, never both on one server; together they still make no
+		// recommendation and no conflict.
+		{name: "ha_manager.configuration: the HA findings are advice, no recommendation",
+			in: []Finding{fnd("ha-override", Warning, collector.HostHAConfig, "wal_buffers = 16MB (the cluster's: 64kB)", ""),
+				fnd("ha-standby-differs", Warning, collector.HostHAConfig, "wal_buffers = 64kB here, 16MB on the primary", "")}},
+
 		// Checkpoint settings: flush-after-disabled and checkpoint-stalls recommend different
 		// settings; each stays its own recommendation, and checkpoint-stalls' advice without a
 		// setting stays a finding only.
