@@ -26,7 +26,8 @@ deps:
 
 # test is the whole suite: formatting, vet, Go tests (unit and integration against real
 # throwaway PostgreSQL clusters and the simulated disk) and the alert rules' promtool tests.
-test: deps lint test-go test-versions
+test: deps lint
+	$(MAKE) -j2 test-go test-versions
 
 # lint is formatting, vet, staticcheck (pinned in go.mod's tool directive: `go tool` builds it
 # from the module cache, nothing to install) and the sizes the house keeps (internal/codesize:
@@ -38,14 +39,18 @@ lint:
 	$(GO) tool staticcheck ./...
 	$(GO) run ./internal/codesize
 
-# internal/lab/bench comes first: its smoke runs of the bench take about 7 minutes, longer than
-# the rest together on one of two CPUs, and go test starts packages in the order given.
+# test-go runs every package but the version matrix: internal/lab/bench first, as its smoke runs
+# of the bench take about 11 minutes and go test starts packages in the order given. Most
+# integration tests wait on servers, verification windows and restarts rather than compute, so
+# four of a package's parallel tests at a time (the default is GOMAXPROCS, 2 here) keep the CPUs
+# busier without crowding them.
 test-go:
-	$(GO) test -count=1 -timeout 20m ./internal/lab/bench $$($(GO) list ./... | grep -v -e '/internal/lab/versions$$' -e '/internal/lab/bench$$')
+	$(GO) test -count=1 -parallel 4 -timeout 20m ./internal/lab/bench $$($(GO) list ./... | grep -v -e '/internal/lab/versions$$' -e '/internal/lab/bench$$')
 
 # test-versions is the version matrix (docs/versions.md): collect, check, apply and rollback
 # against a throwaway cluster of each PostgreSQL major version from 14 to 18, all at once (about
-# two minutes). make deps fetches the versions Debian does not ship.
+# two minutes). make deps fetches the versions Debian does not ship. `make test` runs it beside
+# test-go (make -j2): it waits on five servers more than it computes.
 .PHONY: test-versions
 test-versions:
 	$(GO) test -count=1 -parallel 5 -timeout 15m -run '^TestVersions$$' ./internal/lab/versions/

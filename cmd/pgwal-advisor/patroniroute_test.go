@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -254,19 +255,28 @@ func seed001Insert(t *testing.T, m lab.PatroniMember) []time.Duration {
 }
 
 // switchover asks Patroni to make candidate the leader in leader's place (POST /switchover) and
-// waits until both members say so.
+// waits until both members say so. Patroni answers 503 while the candidate is not yet a healthy
+// replica (it reconnects to the leader after the leader's restart, say): asked again for a minute.
 func switchover(t *testing.T, leader, candidate lab.PatroniMember) {
 	t.Helper()
-	body := strings.NewReader(fmt.Sprintf(`{"leader":%q,"candidate":%q}`, leader.Name, candidate.Name))
-	req, _ := http.NewRequest(http.MethodPost, leader.RESTURL+"/switchover", body)
-	req.SetBasicAuth("patroni", "restpass")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("POST /switchover: %s", resp.Status)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		body := strings.NewReader(fmt.Sprintf(`{"leader":%q,"candidate":%q}`, leader.Name, candidate.Name))
+		req, _ := http.NewRequest(http.MethodPost, leader.RESTURL+"/switchover", body)
+		req.SetBasicAuth("patroni", "restpass")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			break
+		}
+		if resp.StatusCode != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			t.Fatalf("POST /switchover: %s: %s", resp.Status, msg)
+		}
+		time.Sleep(2 * time.Second)
 	}
 	lab.WaitPatroniRole(t, candidate, true)
 	lab.WaitPatroniRole(t, leader, false)
