@@ -42,8 +42,9 @@ const (
 	// PendingRestart: written (postgresql.auto.conf) and waiting for a restart of PostgreSQL,
 	// which the advisor never does itself.
 	PendingRestart Outcome = "pending_restart"
-	// Verified: the figures the change was meant to improve were not worse beyond noise over the
-	// verification window. The change stays.
+	// Verified: no figure the change was meant to improve was shown worse (its interval above
+	// zero) over the verification window, or a crossover trial's pairs. The change stays; with
+	// Unconfirmed set, no figure was shown better either.
 	Verified Outcome = "verified"
 	// RolledBack: the old value was restored (by the daemon after a regression, or by
 	// `pgwal-advisor rollback`).
