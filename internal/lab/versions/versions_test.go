@@ -311,11 +311,15 @@ func testSeed001(t *testing.T, bin, binDir string, major int) {
 		if code != 0 {
 			t.Fatalf("apply --yes exited %d: %s\n%s", code, stderr, out)
 		}
-		if v, _, _ := lab.ReadSetting(t, s.c, "wal_sync_method"); v != "fdatasync" {
-			t.Fatalf("after apply --yes wal_sync_method = %s, want fdatasync; apply said:\n%s", v, out)
+		// fdatasync, or fsync when the probe measures it faster on this machine's disk at the
+		// time (the suite's other packages share it): both are seed 001's fix, and both count a
+		// sync for every flush.
+		applied, _, _ := lab.ReadSetting(t, s.c, "wal_sync_method")
+		if applied != "fdatasync" && applied != "fsync" {
+			t.Fatalf("after apply --yes wal_sync_method = %s, want fdatasync or fsync; apply said:\n%s", applied, out)
 		}
 		t.Run("collect_wal_syncs_from_"+walSource, func(t *testing.T) {
-			// Under fdatasync every flush is a write and a counted sync.
+			// Under fdatasync (or fsync) every flush is a write and a counted sync.
 			first := readWALCounters(t, s.c, major)
 			time.Sleep(2 * time.Second)
 			before := readWALCounters(t, s.c, major)
@@ -323,7 +327,7 @@ func testSeed001(t *testing.T, bin, binDir string, major int) {
 			after := readWALCounters(t, s.c, major)
 			checkWALCounters(t, doc, walSource, before, after, false)
 			if before[1] <= first[1] {
-				t.Errorf("%s counted no syncs in 2 s of load under fdatasync (%d then %d)", walSource, first[1], before[1])
+				t.Errorf("%s counted no syncs in 2 s of load under %s (%d then %d)", walSource, applied, first[1], before[1])
 			}
 		})
 		out, stderr, code = advisor(t, bin, append([]string{"rollback", "--journal", journal, "--all"}, dsn...)...)
