@@ -40,6 +40,11 @@ type trial struct {
 	first [2]*Figures
 	// waitSince is when a switch was first held back (a stall running), zero when none is.
 	waitSince time.Time
+	// check and checkNote are the prediction's check over the first window after the change,
+	// which the trial's verdict carries (the trial's periods alternate: no one window is the
+	// change's alone).
+	check     *rules.PredictionCheck
+	checkNote string
 }
 
 // switchable reports whether a change can go back and forth at once: a reload setting or a
@@ -65,7 +70,7 @@ func nearMDE(in Record) bool {
 
 // startTrial starts a crossover trial for change c after its first window: the new value
 // runs on for the next period. It is journaled as the first trial record.
-func (m *Manager) startTrial(l *ledger, c *change, after *Figures, v verification) error {
+func (m *Manager) startTrial(l *ledger, c *change, after *Figures, v verification, check *rules.PredictionCheck, checkNote string) error {
 	now := m.lastSnap
 	rec := m.outcome(c, Trial, fmt.Sprintf("the window after could not tell the change from the load (%s): a crossover trial of %d periods of %s alternates the old and new values",
 		v.reason, len(crossoverPeriods), m.cfg.VerifyWindow), nil)
@@ -73,7 +78,7 @@ func (m *Manager) startTrial(l *ledger, c *change, after *Figures, v verificatio
 	if _, err := m.record(l, rec); err != nil {
 		return err
 	}
-	m.trial = &trial{id: c.ID(), start: now, first: [2]*Figures{c.Intent.Before, after}}
+	m.trial = &trial{id: c.ID(), start: now, first: [2]*Figures{c.Intent.Before, after}, check: check, checkNote: checkNote}
 	m.logger.Info("apply: crossover trial started", zap.Int("id", c.ID()), zap.String("setting", c.Intent.Setting),
 		zap.Int("periods", len(crossoverPeriods)), zap.Duration("period", m.cfg.VerifyWindow), zap.String("figures", v.reason))
 	return nil
@@ -161,6 +166,7 @@ func (m *Manager) finishTrial(ctx context.Context, l *ledger, c *change, a Actua
 // or rolled back (the old value), with a rejection when the figures were against the change.
 func (m *Manager) endTrial(ctx context.Context, l *ledger, c *change, a Actuator, o Outcome, reason string, cmp []FigureChange, better, reject bool) error {
 	in := c.Intent
+	t := m.trial
 	m.trial = nil
 	live, err := a.Read(ctx, in.Setting)
 	want := in.Old.Value
@@ -176,8 +182,8 @@ func (m *Manager) endTrial(ctx context.Context, l *ledger, c *change, a Actuator
 		})
 		return fmt.Errorf("end the crossover trial of change %d (%s): %w", c.ID(), in.Setting, err)
 	}
-	rec := m.outcome(c, o, reason, &live)
-	rec.Comparison = cmp
+	rec := m.outcome(c, o, reason+t.checkNote, &live)
+	rec.Comparison, rec.PredictionCheck = cmp, t.check
 	rec.Unconfirmed = o == Verified && !better
 	recs := []Record{rec}
 	if reject {
@@ -243,6 +249,11 @@ func pairedEffect(diffs []float64, level float64) Effect {
 	mean, variance := meanVar(diffs)
 	half := tQuantile(1-(1-Confidence)/2, float64(len(diffs)-1)) * math.Sqrt(variance/float64(len(diffs)))
 	e := Effect{Diff: mean, Low: mean - half, High: mean + half, Pairs: len(diffs)}
+	if level > 0 {
+		// Every figure is a non-negative rate or share: the new value's mean cannot fall below
+		// zero, whatever the symmetric interval says.
+		e.Low = max(e.Low, -level)
+	}
 	if level != 0 {
 		e.Rel, e.RelLow, e.RelHigh = e.Diff/math.Abs(level), e.Low/math.Abs(level), e.High/math.Abs(level)
 	}

@@ -32,12 +32,8 @@ func TestApplyCrossoverRealServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		m.Run(ctx)
-	}()
+	stop := runManager(m)
+	t.Cleanup(stop) // stop may run twice: the second returns at once
 	j := NewJournal(r.journal)
 	// Period 4 runs the new value again, after the switches to the old one (period 2) and back.
 	waitFor(t, 2*time.Minute, "the crossover trial's period 4 (the new value, after a switch to the old and back)", m, func() bool {
@@ -49,8 +45,7 @@ func TestApplyCrossoverRealServer(t *testing.T) {
 		}
 		return hasOutcome(t, j, 1, Verified) || hasOutcome(t, j, 1, RolledBack)
 	}, r)
-	cancel()
-	<-done
+	stop()
 	recs, _, _ := j.Read()
 	var steps []string
 	for _, rec := range recs {

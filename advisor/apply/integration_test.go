@@ -249,17 +249,35 @@ func (r *seedRig) startManager(t *testing.T, src StateSource) *Manager {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(runManager(m))
+	return m
+}
+
+// untried drops a crossover trial's records from a change's outcomes: under the suite's load the
+// first window after a change may not judge it, and the trial that follows (docs/apply.md,
+// "Crossover trials") reaches the same verdict by its pairs.
+func untried(outcomes []string) []string {
+	var out []string
+	for _, o := range outcomes {
+		if o != string(Trial) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// runManager runs m until the returned stop is called; stop waits for Run to return.
+func runManager(m *Manager) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		m.Run(ctx)
 	}()
-	t.Cleanup(func() {
+	return func() {
 		cancel()
 		<-done
-	})
-	return m
+	}
 }
 
 // waitFor polls cond until it holds or the timeout passes; the failure shows the manager's
@@ -302,7 +320,7 @@ func TestApplySeed001(t *testing.T) {
 	m := r.startManager(t, r.adv)
 	j := NewJournal(r.journal)
 	waitFor(t, 90*time.Second, "verification of fdatasync", m, func() bool { return hasOutcome(t, j, 1, Verified) || hasOutcome(t, j, 1, RolledBack) }, r)
-	if got, want := strings.Join(outcomes(t, j, 1), ","), "intent,applied,verified"; got != want {
+	if got, want := strings.Join(untried(outcomes(t, j, 1)), ","), "intent,applied,verified"; got != want {
 		t.Fatalf("journal of change 1 = %s, want %s", got, want)
 	}
 	recs, _, _ := j.Read()
@@ -353,7 +371,7 @@ func TestApplySeed001(t *testing.T) {
 	}
 	waitFor(t, 20*time.Second, "backing off", m, func() bool { return hasOutcome(t, j, 1, Abandoned) })
 	time.Sleep(3 * time.Second) // a few more cycles: nothing more may happen
-	if got, want := strings.Join(outcomes(t, j, 1), ","), "intent,applied,verified,abandoned"; got != want {
+	if got, want := strings.Join(untried(outcomes(t, j, 1)), ","), "intent,applied,verified,abandoned"; got != want {
 		t.Errorf("journal of change 1 = %s, want %s", got, want)
 	}
 	recs, _, _ = j.Read()
@@ -397,7 +415,7 @@ func TestApplyRegressionRolledBack(t *testing.T) {
 	m := r.startManager(t, src)
 	j := NewJournal(r.journal)
 	waitFor(t, 90*time.Second, "the rollback", m, func() bool { return hasOutcome(t, j, 1, Rejected) || hasOutcome(t, j, 1, Verified) }, r)
-	if got, want := strings.Join(outcomes(t, j, 1), ","), "intent,applied,rolled_back,rejected"; got != want {
+	if got, want := strings.Join(untried(outcomes(t, j, 1)), ","), "intent,applied,rolled_back,rejected"; got != want {
 		t.Fatalf("journal of change 1 = %s, want %s", got, want)
 	}
 	rb := recordOf(t, j, 1, RolledBack)

@@ -180,7 +180,7 @@ func (m *Manager) verify(ctx context.Context, l *ledger, c *change, a Actuator) 
 	if !m.cfg.NoCrossover && switchable(in) && (v.decided && !v.better && !v.harm || nearMDE(in)) {
 		// The window after could not tell the change from the load, or the change was
 		// predicted too small for one window to: alternate the values.
-		return m.startTrial(l, c, after, v)
+		return m.startTrial(l, c, after, v, check, checkNote)
 	}
 	undecided := !v.harm && (!v.decided || after.MustImprove && !v.better)
 	if undecided && latest.Before(start.Add(3*m.cfg.VerifyWindow)) {
