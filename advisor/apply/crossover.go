@@ -183,7 +183,9 @@ func (m *Manager) endTrial(ctx context.Context, l *ledger, c *change, a Actuator
 		return fmt.Errorf("end the crossover trial of change %d (%s): %w", c.ID(), in.Setting, err)
 	}
 	rec := m.outcome(c, o, reason+t.checkNote, &live)
-	rec.Comparison, rec.PredictionCheck = cmp, t.check
+	// The figures of the window before and the first window after, as a before/after verdict
+	// carries them; the pairs' intervals are in the comparison.
+	rec.Comparison, rec.PredictionCheck, rec.Before, rec.After = cmp, t.check, t.first[0], t.first[1]
 	rec.Unconfirmed = o == Verified && !better
 	recs := []Record{rec}
 	if reject {
