@@ -360,8 +360,17 @@ func (c *Cluster) Reload(ctx context.Context) error {
 
 // Command returns a command for a binary in BinDir (pgbench, pg_test_fsync, psql), run as the
 // server's user with the connection environment set.
+//
+// A client tool that BinDir lacks (the npm server builds hold initdb, pg_ctl and postgres only)
+// comes from the distribution's server (FindBinDir): pgbench and psql speak to any later server.
 func (c *Cluster) Command(ctx context.Context, name string, args ...string) *exec.Cmd {
 	cmd := c.command(ctx, name, args...)
+	if !isExecutable(cmd.Path) {
+		if dir, err := FindBinDir(); err == nil && isExecutable(filepath.Join(dir, name)) {
+			cmd.Path = filepath.Join(dir, name)
+			cmd.Args[0] = cmd.Path
+		}
+	}
 	cmd.Env = append(cmd.Env, "PGHOST="+c.sockDir, "PGPORT="+strconv.Itoa(c.port), "PGUSER=postgres", "PGDATABASE=postgres")
 	return cmd
 }
