@@ -40,6 +40,13 @@ type WritersSource interface {
 	Collect(ctx context.Context) (*collector.Writers, error)
 }
 
+// FullPagesSource reads the server's recent full-page images from its WAL and measures
+// compressing them (probes/compression); it reads the WAL again only every so often and
+// returns its last reading in between.
+type FullPagesSource interface {
+	Collect(ctx context.Context, walDir string, pg *collector.Postgres) (*collector.FullPages, error)
+}
+
 // Sampler takes snapshots from its sources; a nil source is not collected. A source that fails
 // leaves its part nil and says why in the snapshot's Parts; the others are still collected.
 type Sampler struct {
@@ -47,6 +54,9 @@ type Sampler struct {
 	Kernel   KernelSource
 	Storage  StorageSource
 	Writers  WritersSource
+	// FullPages, when set, reads the WAL's images (after the postgres part, whose insert
+	// position and version it needs).
+	FullPages FullPagesSource
 	// WALDir, when set, overrides the WAL directory the server reports (--wal-dir).
 	WALDir string
 	// Now is the clock; nil means time.Now.
@@ -103,6 +113,12 @@ func (s *Sampler) Sample(ctx context.Context) collector.Snapshot {
 		w, err := s.Writers.Collect(ctx)
 		snap.Writers = w
 		snap.Parts = append(snap.Parts, part(collector.PartWriters, start, err))
+	}
+	if s.FullPages != nil {
+		start := time.Now()
+		fp, err := s.FullPages.Collect(ctx, s.WALDirOf(snap), snap.Postgres)
+		snap.FullPages = fp
+		snap.Parts = append(snap.Parts, part(collector.PartFullPages, start, err))
 	}
 	return snap
 }

@@ -78,3 +78,30 @@ func TestSampleWritersReal(t *testing.T) {
 		}
 	}
 }
+
+type fullPagesFunc func(ctx context.Context, walDir string, pg *collector.Postgres) (*collector.FullPages, error)
+
+func (f fullPagesFunc) Collect(ctx context.Context, walDir string, pg *collector.Postgres) (*collector.FullPages, error) {
+	return f(ctx, walDir, pg)
+}
+
+// TestSampleFullPages: the images' reading gets the WAL directory (--wal-dir first) and the
+// server's snapshot, and its failure is its own part's.
+func TestSampleFullPages(t *testing.T) {
+	var gotDir string
+	ok := fullPagesFunc(func(_ context.Context, dir string, _ *collector.Postgres) (*collector.FullPages, error) {
+		gotDir = dir
+		return &collector.FullPages{Segment: "000000010000000000000003", Images: 10}, nil
+	})
+	snap := (&Sampler{FullPages: ok, WALDir: "/mnt/wal"}).Sample(context.Background())
+	if p, found := snap.Part(collector.PartFullPages); !found || !p.OK || snap.FullPages == nil || gotDir != "/mnt/wal" {
+		t.Errorf("full_pages part %+v (found %v), reading %+v, dir %q", p, found, snap.FullPages, gotDir)
+	}
+	failing := fullPagesFunc(func(context.Context, string, *collector.Postgres) (*collector.FullPages, error) {
+		return nil, errors.New("list the WAL directory: permission denied")
+	})
+	snap = (&Sampler{FullPages: failing}).Sample(context.Background())
+	if p, _ := snap.Part(collector.PartFullPages); p.OK || !strings.Contains(p.Error, "permission denied") || snap.FullPages != nil {
+		t.Errorf("failing reading: part %+v, reading %+v", p, snap.FullPages)
+	}
+}

@@ -16,7 +16,10 @@ type Snapshot struct {
 	WALStorage *Storage  `json:"wal_storage,omitempty"`
 	// Writers is who wrote since the previous snapshot (collector/writers).
 	Writers *Writers `json:"writers,omitempty"`
-	// Parts reports, per source ("postgres", "kernel", "wal_storage", "writers"), how the
+	// FullPages is the latest reading of the WAL's full-page images and what compressing them
+	// costs (probes/compression): read every few minutes, so snapshots in between repeat it.
+	FullPages *FullPages `json:"full_pages,omitempty"`
+	// Parts reports, per source ("postgres", "kernel", "wal_storage", "writers", "full_pages"), how the
 	// collection went.
 	Parts []Part `json:"parts"`
 }
@@ -60,6 +63,7 @@ const (
 	PartKernel     = "kernel"
 	PartWALStorage = "wal_storage"
 	PartWriters    = "writers"
+	PartFullPages  = "full_pages"
 )
 
 // Postgres is what one connection to the server tells.

@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/pgwal-advisor/pgwal-advisor/collector"
@@ -98,17 +99,28 @@ func TestDecideContention(t *testing.T) {
 	}
 }
 
+// measuredMethods are pgbench's images as the compression grid read them, at 14MB/s of images
+// before compression: what each method keeps, its CPU s per MB and the CPUs it would take.
+func measuredMethods(share, rate float64) []methodFigures {
+	mk := func(name string, kept, perMB float64) methodFigures {
+		return methodFigures{method: name, kept: kept, cpuPerMB: perMB, saving: share * (1 - kept), cores: rate / (1 << 20) * perMB}
+	}
+	return []methodFigures{mk("lz4", 0.23, 0.0005), mk("zstd", 0.11, 0.0026), mk("pglz", 0.20, 0.0121)}
+}
+
 func TestDecideFullPage(t *testing.T) {
 	cfg := DefaultThresholds()
-	// dominant: images are 90% of 16MB/s of WAL, the CPUs half idle, backends waiting on WAL
-	// writes 30% of the time, checkpoints timed every 5 min.
-	dominant := fullPageFacts{fullPageWrites: true, walRate: 16 << 20, share: 0.9, compression: "off", method: "lz4",
-		cpuIdle: 0.5, hasCPU: true, writeCost: 0.3, hasWriteCost: true, checkpoints: 4, timed: 4, timeout: 300, hasTimeout: true}
+	// dominant: images are 90% of 16MB/s of WAL, the CPUs half idle (1 of 2), backends waiting
+	// on WAL writes 30% of the time, checkpoints timed every 5 min, the images measured.
+	dominant := fullPageFacts{fullPageWrites: true, walRate: 16 << 20, share: 0.9, compression: "off", accepted: []string{"lz4", "zstd", "pglz"},
+		reading: &collector.FullPages{}, methods: measuredMethods(0.9, 0.9*float64(16<<20)), imageRate: 0.9 * float64(16<<20),
+		cpuIdle: 0.5, idleCores: 1, hasCPU: true, writeCost: 0.3, hasWriteCost: true, checkpoints: 4, timed: 4, timeout: 300, hasTimeout: true}
 	with := func(change func(f *fullPageFacts)) fullPageFacts {
 		f := dominant
 		change(&f)
 		return f
 	}
+	busy := func(f *fullPageFacts) { f.cpuIdle, f.idleCores = 0.005, 0.01 }
 	tests := []struct {
 		name        string
 		f           fullPageFacts
@@ -126,12 +138,15 @@ func TestDecideFullPage(t *testing.T) {
 		{name: "compressed, timeout at FPISpacingTimeout", f: with(func(f *fullPageFacts) { f.compressed, f.timeout = true, 900 }), want: compressNone},
 		{name: "compressed, 10min: capped at FPISpacingTimeout", f: with(func(f *fullPageFacts) { f.compressed, f.timeout = true, 600 }),
 			want: compressNone, wantTimeout: 900},
-		{name: "CPU below FPIIdleMin: space checkpoints", f: with(func(f *fullPageFacts) { f.cpuIdle = 0.1 }), want: compressCPUBusy, wantTimeout: 600},
-		{name: "pglz needs twice FPIIdleMin", f: with(func(f *fullPageFacts) { f.method, f.cpuIdle = "pglz", 0.3 }), want: compressCPUBusy, wantTimeout: 600},
+		{name: "no CPU to spare for any method: space checkpoints", f: with(busy), want: compressCPUBusy, wantTimeout: 600},
+		{name: "images compress poorly: no spacing either", f: with(func(f *fullPageFacts) {
+			f.methods = []methodFigures{{method: "pglz", kept: 0.93, saving: 0.9 * 0.07, cores: 0.4}}
+		}), want: compressLittle},
 		{name: "CPU unknown", f: with(func(f *fullPageFacts) { f.hasCPU = false }), want: compressFire},
 		{name: "write cost unknown", f: with(func(f *fullPageFacts) { f.hasWriteCost = false }), want: compressUnmeasured},
 		{name: "writes below FPIWriteCostMin", f: with(func(f *fullPageFacts) { f.writeCost = 0.05 }), want: compressCheap},
-		{name: "no method accepted", f: with(func(f *fullPageFacts) { f.method = "" }), want: compressNone},
+		{name: "no method accepted", f: with(func(f *fullPageFacts) { f.accepted = nil }), want: compressNone},
+		{name: "images not read: advice to measure", f: with(func(f *fullPageFacts) { f.reading, f.methods = nil, nil }), want: compressUnread},
 		{name: "WAL below FPIDeviceShareMin of its device's writes", f: with(func(f *fullPageFacts) { f.hasDisk, f.diskRate = true, f.walRate*5 }),
 			want: compressCrowded},
 		{name: "WAL most of its device's writes", f: with(func(f *fullPageFacts) { f.hasDisk, f.diskRate = true, f.walRate*1.5 }), want: compressFire},
@@ -147,32 +162,55 @@ func TestDecideFullPage(t *testing.T) {
 	}
 }
 
+// TestDecideCompression: the method is chosen by what it saves and costs here, measured.
 func TestDecideCompression(t *testing.T) {
 	cfg := DefaultThresholds()
-	base := fullPageFacts{walRate: 16 << 20, method: "lz4", cpuIdle: 0.5, hasCPU: true, writeCost: 0.3, hasWriteCost: true}
+	rate := 14.0 * (1 << 20)
+	base := fullPageFacts{walRate: 16 << 20, share: 0.9, accepted: []string{"lz4", "zstd", "pglz"}, reading: &collector.FullPages{},
+		methods: measuredMethods(0.9, rate), imageRate: rate, cpuIdle: 0.5, idleCores: 1, hasCPU: true, writeCost: 0.3, hasWriteCost: true}
 	with := func(change func(f *fullPageFacts)) fullPageFacts {
 		f := base
 		change(&f)
 		return f
 	}
+	only := func(names ...string) func(f *fullPageFacts) {
+		return func(f *fullPageFacts) {
+			var ms []methodFigures
+			for _, m := range measuredMethods(0.9, rate) {
+				if slices.Contains(names, m.method) {
+					ms = append(ms, m)
+				}
+			}
+			f.methods = ms
+		}
+	}
 	for _, tt := range []struct {
-		name string
-		f    fullPageFacts
-		want compressVerdict
+		name       string
+		f          fullPageFacts
+		want       compressVerdict
+		wantMethod string
 	}{
-		{"costly writes, idle CPU", base, compressFire},
-		{"already compressed", with(func(f *fullPageFacts) { f.compressed = true }), compressNone},
-		{"no method accepted", with(func(f *fullPageFacts) { f.method = "" }), compressNone},
-		{"CPU below FPIIdleMin", with(func(f *fullPageFacts) { f.cpuIdle = 0.19 }), compressCPUBusy},
-		{"CPU at FPIIdleMin", with(func(f *fullPageFacts) { f.cpuIdle = 0.2 }), compressFire},
-		{"the WAL under FPIDeviceShareMin of its device's writes", with(func(f *fullPageFacts) { f.hasDisk, f.diskRate = true, f.walRate/0.29 }), compressCrowded},
-		{"the WAL at FPIDeviceShareMin", with(func(f *fullPageFacts) { f.hasDisk, f.diskRate = true, f.walRate/0.3 }), compressFire},
-		{"cost unknown", with(func(f *fullPageFacts) { f.hasWriteCost = false }), compressUnmeasured},
-		{"cost below FPIWriteCostMin", with(func(f *fullPageFacts) { f.writeCost = 0.09 }), compressCheap},
+		{"costly writes, idle CPU: the most saving", base, compressFire, "zstd"},
+		{"already compressed", with(func(f *fullPageFacts) { f.compressed = true }), compressNone, ""},
+		{"pglz only, fits in the idle CPUs", with(only("pglz")), compressFire, "pglz"},
+		// 14MB/s x 0.0121 s/MB = 0.17 CPUs: more than half of 0.3 idle.
+		{"pglz only, 0.3 CPUs idle: too costly", with(func(f *fullPageFacts) { only("pglz")(f); f.idleCores = 0.3 }), compressCPUBusy, "pglz"},
+		{"pglz at FPIIdleCPUShare of the idle CPUs", with(func(f *fullPageFacts) { only("pglz")(f); f.idleCores = f.methods[0].cores / 0.5 }), compressFire, "pglz"},
+		{"0.05 CPUs idle: lz4 still fits", with(func(f *fullPageFacts) { f.idleCores = 0.05 }), compressFire, "lz4"},
+		{"images compress poorly", with(func(f *fullPageFacts) {
+			f.methods = []methodFigures{{method: "pglz", kept: 0.93, saving: 0.9 * 0.07, cores: 0.1}, {method: "lz4", kept: 0.87, saving: 0.9 * 0.13}}
+		}), compressLittle, "lz4"},
+		{"a saving at FPISavingMin", with(func(f *fullPageFacts) { f.methods = []methodFigures{{method: "pglz", saving: 0.25, cores: 0.1}} }), compressFire, "pglz"},
+		{"not read", with(func(f *fullPageFacts) { f.reading, f.methods = nil, nil }), compressUnread, ""},
+		{"the WAL under FPIDeviceShareMin of its device's writes", with(func(f *fullPageFacts) { f.hasDisk, f.diskRate = true, f.walRate/0.29 }), compressCrowded, "zstd"},
+		{"the WAL at FPIDeviceShareMin", with(func(f *fullPageFacts) { f.hasDisk, f.diskRate = true, f.walRate/0.3 }), compressFire, "zstd"},
+		{"cost unknown", with(func(f *fullPageFacts) { f.hasWriteCost = false }), compressUnmeasured, "zstd"},
+		{"cost below FPIWriteCostMin", with(func(f *fullPageFacts) { f.writeCost = 0.09 }), compressCheap, "zstd"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := decideCompression(tt.f, cfg); got != tt.want {
-				t.Errorf("decideCompression = %v, want %v", got, tt.want)
+			got, m := decideCompression(tt.f, cfg)
+			if got != tt.want || m.method != tt.wantMethod {
+				t.Errorf("decideCompression = %v, %s; want %v, %s", got, m.method, tt.want, tt.wantMethod)
 			}
 		})
 	}

@@ -44,32 +44,6 @@ const (
 	compressionOn   = "on"
 )
 
-// compressionKeep is the part of a full-page image's bytes that a method leaves, as the lab
-// measured it on pgbench's tables (docs/benchmarks.md, full page images). lz4's is the middle
-// of its two measured states of the same tables, 0.16 after minutes of updates and 0.28 fresh
-// from pgbench -i, so that either lands within 30% of the bytes it predicts; pglz's and zstd's
-// were measured on updated pages only. Rows of less repetitive data keep more (same table),
-// which the check after apply measures.
-func compressionKeep(method string) float64 {
-	switch method {
-	case compressionLZ4:
-		return 0.22
-	case compressionZstd:
-		return 0.08
-	}
-	return 0.12 // pglz, and PostgreSQL 14's on
-}
-
-// compressionCPUFactor scales FPIIdleMin per method: pglz is the slowest of the three
-// compressors (PostgreSQL docs, wal_compression; the pgsql-hackers thread the rule cites), so it
-// asks for twice the idle CPU. A choice, not a measurement (docs/rules.md, full-page-images).
-func compressionCPUFactor(method string) float64 {
-	if method == compressionPGLZ || method == compressionOn {
-		return 2
-	}
-	return 1
-}
-
 // compressVerdict is what the decide step concludes about wal_compression.
 type compressVerdict int
 
@@ -77,15 +51,18 @@ const (
 	compressNone       compressVerdict = iota // nothing to say about compression
 	compressFire                              // warning: recommend the method
 	compressUnmeasured                        // info: recommend it; what the WAL's writes cost is unknown
-	compressCPUBusy                           // info advice: the CPU has no room for it
+	compressCPUBusy                           // info advice: compressing would take more of the idle CPUs than FPIIdleCPUShare
 	compressCheap                             // info advice: the WAL's writes cost nothing measurable
 	compressCrowded                           // info advice: another writer's bytes are most of the WAL device's writes
+	compressLittle                            // info advice: no method removes FPISavingMin of the WAL's bytes here
+	compressUnread                            // info advice: the images could not be read, so no method is measured
 )
 
-// fullPageDecision is what decideFullPage concludes: the compression verdict, and the
-// checkpoint_timeout to space checkpoints to (0: none).
+// fullPageDecision is what decideFullPage concludes: the compression verdict with the method
+// it is about, and the checkpoint_timeout to space checkpoints to (0: none).
 type fullPageDecision struct {
 	compress compressVerdict
+	method   methodFigures
 	timeout  float64
 }
 
@@ -98,9 +75,9 @@ func evalFullPageImages(in Input) Result {
 	var fs []Finding
 	switch d.compress {
 	case compressFire, compressUnmeasured:
-		fs = append(fs, compressionFinding(f, d.compress))
-	case compressCPUBusy, compressCheap, compressCrowded:
-		fs = append(fs, compressionAdvice(f, d.compress, in.Config))
+		fs = append(fs, compressionFinding(f, d))
+	case compressCPUBusy, compressCheap, compressCrowded, compressLittle, compressUnread:
+		fs = append(fs, compressionAdvice(f, d, in.Config))
 	}
 	if d.timeout > 0 {
 		fs = append(fs, spacingFinding(f, d.timeout))
@@ -117,7 +94,7 @@ func decideFullPage(f fullPageFacts, t Thresholds) fullPageDecision {
 	if !f.fullPageWrites || f.walRate < float64(t.FPIMinWALRate) || f.share < t.FPIShareMin {
 		return d
 	}
-	d.compress = decideCompression(f, t)
+	d.compress, d.method = decideCompression(f, t)
 	blocked := f.compressed || d.compress == compressCPUBusy
 	costly := !f.hasWriteCost || f.writeCost >= t.FPIWriteCostMin
 	spacing := t.FPISpacingTimeout.Seconds()
@@ -127,69 +104,94 @@ func decideFullPage(f fullPageFacts, t Thresholds) fullPageDecision {
 	return d
 }
 
-func decideCompression(f fullPageFacts, t Thresholds) compressVerdict {
+// decideCompression judges the methods by what they measured on the server's own images: the
+// WAL they would save and the CPUs they would take (chooseMethod), then by what the WAL's
+// writes cost.
+func decideCompression(f fullPageFacts, t Thresholds) (compressVerdict, methodFigures) {
+	if f.compressed || len(f.accepted) == 0 {
+		return compressNone, methodFigures{}
+	}
+	if f.reading == nil || len(f.methods) == 0 {
+		return compressUnread, methodFigures{}
+	}
+	chosen, best, ok, enough := chooseMethod(f, t)
 	switch {
-	case f.compressed || f.method == "":
-		return compressNone
-	case f.hasCPU && f.cpuIdle < t.FPIIdleMin*compressionCPUFactor(f.method):
-		return compressCPUBusy
+	case !enough:
+		return compressLittle, best
+	case !ok:
+		return compressCPUBusy, best
 	case f.hasDisk && f.diskRate > 0 && f.walRate/f.diskRate < t.FPIDeviceShareMin:
 		// The default-host matrix's OLTP beside a bulk writer: lz4 took the WAL's bytes down by
 		// four fifths and the commits gained nothing beyond the spread on any device.
-		return compressCrowded
+		return compressCrowded, chosen
 	case !f.hasWriteCost:
-		return compressUnmeasured
+		return compressUnmeasured, chosen
 	case f.writeCost < t.FPIWriteCostMin:
-		return compressCheap
+		return compressCheap, chosen
 	}
-	return compressFire
+	return compressFire, chosen
 }
 
-// compressionFinding recommends f.method: a warning where the WAL's writes are measured to
-// cost, info where their cost is unknown.
-func compressionFinding(f fullPageFacts, v compressVerdict) Finding {
+// compressionFinding recommends d's method: a warning where the WAL's writes are measured to
+// cost, info where their cost is unknown. It states the ratio and the cost it relied on.
+func compressionFinding(f fullPageFacts, d fullPageDecision) Finding {
 	sev, cost := Warning, f.writeCostText()
-	if v == compressUnmeasured {
+	if d.compress == compressUnmeasured {
 		sev = Info
 	}
+	m := d.method
 	return Finding{
 		Severity:    sev,
 		Setting:     collector.WALCompression,
 		Current:     f.compression,
-		Recommended: f.method,
+		Recommended: m.method,
 		Action:      ActionReload,
-		Summary: fmt.Sprintf("Full-page images are about %s of the WAL (%s/s over %s: %.0f images, %s at most%s); %s. "+
-			"wal_compression=%s compresses them before they are written.",
-			pct(f.share), collector.FormatBytes(f.walRate), f.window.Span().Round(time.Second), f.fpi, pct(f.upper),
-			f.cpuText(), cost, f.method),
-		Evidence: f.evidence(),
-		ExpectedEffect: "Fewer WAL bytes for the same changes: less to write, archive and replicate, and fewer checkpoints " +
-			"forced by max_wal_size; each image costs CPU to compress. Lab: docs/benchmarks.md, full page images table " +
-			"(pgbench: lz4 kept 0.16 of the images' bytes, pglz 0.12, zstd 0.08; rows of random text: 0.76, 0.97, 0.54).",
-		Predicted: compressionPrediction(f),
+		Summary: fmt.Sprintf("Full-page images are %s of the WAL (%s/s over %s: %.0f images; %s)%s; %s. "+
+			"Compressing a sample of the server's own recent images here, %s: wal_compression=%s compresses them before they are written.",
+			pct(f.share), collector.FormatBytes(f.walRate), f.window.Span().Round(time.Second), f.fpi, f.estimate,
+			f.cpuText(), cost, m.text(), m.method),
+		Evidence: f.evidenceWith(m),
+		ExpectedEffect: fmt.Sprintf("About %s fewer WAL bytes for the same changes: less to write, archive and replicate, and fewer "+
+			"checkpoints forced by max_wal_size; compressing takes about %.2f CPUs at this rate. Measured on %d of the server's "+
+			"images from WAL file %s (docs/rules.md, full-page-images).", pct(m.saving), m.cores, f.reading.Sampled, f.reading.Segment),
+		Predicted: compressionPrediction(f, m),
 	}
 }
 
-// compressionAdvice says why compression is not recommended although images dominate.
-func compressionAdvice(f fullPageFacts, v compressVerdict, t Thresholds) Finding {
-	why := fmt.Sprintf("the host's CPUs were idle %s of the time, less than the %s compressing with %s needs",
-		pct(f.cpuIdle), pct(t.FPIIdleMin*compressionCPUFactor(f.method)), f.method)
-	switch v {
+// compressionAdvice says why compression is not recommended although images dominate, with the
+// measured figures it relied on.
+func compressionAdvice(f fullPageFacts, d fullPageDecision, t Thresholds) Finding {
+	m := d.method
+	var why, rec string
+	switch d.compress {
+	case compressUnread:
+		why = f.readingWhy + ": what compressing the images would save and cost here is not measured"
+		rec = "measure first: let the advisor read the WAL (docs/rules.md, full-page-images)"
+	case compressLittle:
+		why = fmt.Sprintf("the server's own recent images compress poorly here: the best method, %s, less than the %s that is "+
+			"worth compressing for (docs/benchmarks.md, compression grid)", m.text(), pct(t.FPISavingMin))
+		rec = "off while the images compress this little"
+	case compressCPUBusy:
+		why = fmt.Sprintf("compressing would take more CPU than the host has to spare: %s, more than %s of the %.2f CPUs idle",
+			m.text(), pct(t.FPIIdleCPUShare), f.idleCores)
+		rec = m.method + " once the CPUs have room"
 	case compressCheap:
-		why = fmt.Sprintf("%s, less than the %s that makes fewer WAL bytes worth CPU time", f.writeCostText(), pct(t.FPIWriteCostMin))
+		why = fmt.Sprintf("%s, less than the %s that makes fewer WAL bytes worth CPU time (%s)", f.writeCostText(), pct(t.FPIWriteCostMin), m.text())
+		rec = m.method + " once the WAL's writes cost more"
 	case compressCrowded:
 		why = fmt.Sprintf("the WAL was %s of what its device wrote (%s/s of %s/s), less than %s: another writer's bytes are what its "+
 			"flushes wait behind, and fewer WAL bytes would not be felt (writeback-stalls-wal judges that writer)",
 			pct(f.walRate/f.diskRate), collector.FormatBytes(f.walRate), collector.FormatBytes(f.diskRate), pct(t.FPIDeviceShareMin))
+		rec = m.method + " once the WAL is most of its device's writes"
 	}
 	return Finding{
 		Severity:    Info,
 		Current:     "wal_compression=" + f.compression,
-		Recommended: "wal_compression=" + f.method + " once the WAL's writes cost more or the CPU has room",
+		Recommended: "wal_compression=" + rec,
 		Action:      ActionAdvice,
-		Summary: fmt.Sprintf("Full-page images are about %s of the WAL (%s/s over %s), but %s: nothing is recommended for wal_compression.",
+		Summary: fmt.Sprintf("Full-page images are %s of the WAL (%s/s over %s), but %s: nothing is recommended for wal_compression.",
 			pct(f.share), collector.FormatBytes(f.walRate), f.window.Span().Round(time.Second), why),
-		Evidence:       f.evidence(),
+		Evidence:       f.evidenceWith(m),
 		ExpectedEffect: "None by itself: it says why the images' share of the WAL is not acted on.",
 	}
 }
@@ -215,15 +217,15 @@ func spacingFinding(f fullPageFacts, timeout float64) Finding {
 	}
 }
 
-// compressionPrediction: the records stay what the load makes; each image keeps
-// compressionKeep of its bytes (docs/rules.md, full-page-images, "Predicted effect").
-func compressionPrediction(f fullPageFacts) *Predicted {
-	keep := compressionKeep(f.method)
-	after := f.walBytes - f.imageBytes*(1-keep)
+// compressionPrediction: the records stay what the load makes; each image keeps what the
+// method kept of the server's own images (docs/rules.md, full-page-images, "Predicted effect").
+func compressionPrediction(f fullPageFacts, m methodFigures) *Predicted {
+	after := f.walBytes - f.imageBytes*(1-m.kept)
 	return &Predicted{
 		Name: PredictWALBytesPerRecord, Current: f.walBytes / f.records, Value: after / f.records, Unit: UnitBytesPerRecord,
-		Basis: fmt.Sprintf("%.0f records wrote %s, of which images about %s (%s); wal_compression=%s keeps %.2f of an image's bytes "+
-			"(lab, pgbench)", f.records, collector.FormatBytes(f.walBytes), collector.FormatBytes(f.imageBytes), f.estimate, f.method, keep),
+		Basis: fmt.Sprintf("%.0f records wrote %s, of which images about %s (%s); wal_compression=%s kept %.2f of the bytes of %d "+
+			"of the server's images", f.records, collector.FormatBytes(f.walBytes), collector.FormatBytes(f.imageBytes), f.estimate,
+			m.method, m.kept, f.reading.Sampled),
 	}
 }
 

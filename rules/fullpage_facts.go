@@ -19,14 +19,22 @@ type fullPageFacts struct {
 	imageBytes, share, upper float64
 	estimate                 string
 	fullPageWrites           bool
-	// compression is wal_compression as shown, compressed whether it is on; method is what to
-	// recommend ("" when the server accepts no known method).
+	// compression is wal_compression as shown, compressed whether it is on; accepted are the
+	// methods the server takes (pg_settings.enumvals; PostgreSQL 14's on).
 	compression string
 	compressed  bool
-	method      string
-	// cpuIdle is the share of the host's CPU time that was idle (idle + iowait), when hasCPU.
-	cpuIdle float64
-	hasCPU  bool
+	accepted    []string
+	// methods are the accepted methods as measured on the server's own recent images (nil when
+	// there is no reading: readingWhy says why); images is the reading's images' share of the
+	// WAL it read and imageRate the window's image bytes per second before compression.
+	methods    []methodFigures
+	readingWhy string
+	reading    *collector.FullPages
+	imageRate  float64
+	// cpuIdle is the share of the host's CPU time that was idle (idle + iowait), idleCores the
+	// same in CPUs (idle CPU seconds per second), when hasCPU.
+	cpuIdle, idleCores float64
+	hasCPU             bool
 	// writeCost is what the WAL's writes cost the backends, when hasWriteCost: the share of
 	// active backends' samples waiting on them (waitSamples samples), or, without samples, WAL
 	// write and sync seconds per second (track_wal_io_timing).
@@ -74,8 +82,9 @@ func fullPageFactsOf(in Input) (fullPageFacts, string) {
 	f.window, f.walBytes, f.records, f.fpi, f.walRate = w, bytes.Delta, records.Delta, fpi.Delta, bytes.Rate()
 	f.estimateImages(s, t)
 	f.compressed = isCompressed(f.compression)
-	f.method = compressionMethod(pg, s)
+	f.accepted = compressionMethods(pg, s)
 	f.measureCosts(w, t)
+	f.readImages(in.History, t)
 	cw := sinceWindow(in, t.CheckpointWindow)
 	f.checkpoints = checkpointsIn(cw).count
 	f.timed, f.requested = cw.Change(CheckpointsTimed).Delta, cw.Change(CheckpointsRequested).Delta
@@ -107,6 +116,7 @@ func (f *fullPageFacts) measureCosts(w *History, t Thresholds) {
 	total, idle := w.Change(CPUSeconds), w.Change(CPUIdleSeconds)
 	if total.OK() && idle.OK() && total.Delta > 0 {
 		f.cpuIdle, f.hasCPU = min(max(idle.Delta/total.Delta, 0), 1), true
+		f.idleCores = max(idle.Rate(), 0)
 	}
 	waits := w.WaitEvents()
 	f.waitSamples = waits.Samples
@@ -130,23 +140,35 @@ func isCompressed(v string) bool {
 	return true
 }
 
-// compressionMethod picks what to recommend: lz4 (fast, and most of zstd's gain), zstd, then
-// pglz, as pg_settings.enumvals lists them. PostgreSQL 14's wal_compression is a boolean whose
-// on is pglz; from 15 pglz is always built in.
-func compressionMethod(pg *collector.Postgres, s settings) string {
+// compressionMethods lists the methods the server takes, as pg_settings.enumvals lists them.
+// PostgreSQL 14's wal_compression is a boolean whose on is pglz; from 15 pglz is always built in.
+func compressionMethods(pg *collector.Postgres, s settings) []string {
 	vals := s[collector.WALCompression].EnumVals
 	if len(vals) == 0 {
 		if pg.VersionNum > 0 && pg.VersionNum < 150000 {
-			return compressionOn
+			return []string{compressionOn}
 		}
-		return compressionPGLZ
+		return []string{compressionPGLZ}
 	}
+	var out []string
 	for _, m := range []string{compressionLZ4, compressionZstd, compressionPGLZ} {
 		if slices.Contains(vals, m) {
-			return m
+			out = append(out, m)
 		}
 	}
-	return ""
+	return out
+}
+
+// evidenceWith adds a measured method's figures to the evidence.
+func (f fullPageFacts) evidenceWith(m methodFigures) []Evidence {
+	ev := f.evidence()
+	if m.method == "" {
+		return ev
+	}
+	return append(ev,
+		Evidence{Name: "compression_kept_ratio", Value: m.kept, Unit: UnitRatio},
+		Evidence{Name: "compression_cpu_seconds_per_mb", Value: m.cpuPerMB, Unit: UnitSecondsPerMB},
+		Evidence{Name: "compression_cpus", Value: m.cores, Unit: UnitRatio})
 }
 
 func (f fullPageFacts) evidence() []Evidence {

@@ -232,10 +232,16 @@ type Thresholds struct {
 	// FPIRecordBytes is the size of a WAL record without its image, taken off the WAL's bytes per
 	// record to estimate the images' bytes.
 	FPIRecordBytes int64
-	// FPIIdleMin is the least share of idle CPU time for recommending lz4 or zstd (pglz needs
-	// twice as much); FPIWriteCostMin the least WAL write cost (share of active backends' samples
-	// waiting on the WAL's writes) for a warning.
-	FPIIdleMin      float64
+	// FPISavingMin is the least share of the WAL's bytes a compression method must remove, as
+	// measured on the server's own images, to be recommended; FPIIdleCPUShare the most of the
+	// host's idle CPUs compressing may take at the window's image rate, at the CPU time measured
+	// here (docs/benchmarks.md, "Compression grid"). FPIReadingMaxAge is the oldest reading of
+	// the images the rule judges by.
+	FPISavingMin     float64
+	FPIIdleCPUShare  float64
+	FPIReadingMaxAge time.Duration
+	// FPIWriteCostMin is the least WAL write cost (share of active backends' samples waiting on
+	// the WAL's writes) for a warning.
 	FPIWriteCostMin float64
 	// FPIDeviceShareMin is the least share of its device's written bytes the WAL must be for
 	// fewer WAL bytes to relieve what its flushes wait behind; below it another writer's bytes
@@ -297,7 +303,9 @@ func DefaultThresholds() Thresholds {
 		FPIShareMin:       0.5,
 		FPIMinWALRate:     1 << 20,
 		FPIRecordBytes:    72,
-		FPIIdleMin:        0.2,
+		FPISavingMin:      0.25,
+		FPIIdleCPUShare:   0.5,
+		FPIReadingMaxAge:  30 * time.Minute,
 		FPIWriteCostMin:   0.1,
 		FPIDeviceShareMin: 0.3,
 		FPISpacingTimeout: 15 * time.Minute,

@@ -14,6 +14,7 @@ import (
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab"
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab/fullpage"
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab/simdisk"
+	"github.com/pgwal-advisor/pgwal-advisor/probes/compression"
 	"github.com/pgwal-advisor/pgwal-advisor/rules"
 )
 
@@ -56,14 +57,20 @@ func TestFullPageImagesLive(t *testing.T) {
 		stopLoad()
 		<-loadDone
 	})
-	// The CPU gate (FPIIdleMin) is the decide step's to test (rules/decide_test.go); here the
-	// suite's other packages share the two CPUs, so the host's idle time is theirs to set, and
-	// this test is of the apply path and the prediction, not of the gate.
+	// The CPU gate (FPIIdleCPUShare of the idle CPUs) is the decide step's to test
+	// (rules/decide_test.go); here the suite's other packages share the two CPUs, so the host's
+	// idle time is theirs to set, and this test is of the reading, the apply path and the
+	// prediction, not of the gate.
 	th := rules.DefaultThresholds()
-	th.FPIIdleMin = 0.02
+	th.FPIIdleCPUShare = 1
+	sampler := func() *advisor.Sampler {
+		s := newSampler(t, c)
+		s.FullPages = &compression.Source{}
+		return s
+	}
 	cfg := advisor.CheckConfig{Window: 35 * time.Second, Interval: time.Second, WaitInterval: 250 * time.Millisecond, Thresholds: th}
 
-	before, err := advisor.Check(ctx, newSampler(t, c), cfg, zaptest.NewLogger(t))
+	before, err := advisor.Check(ctx, sampler(), cfg, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +108,7 @@ func TestFullPageImagesLive(t *testing.T) {
 		t.Fatalf("after apply: wal_compression = %s (applied %v), want %s; plan %+v", v, applied, f.Recommended, plan)
 	}
 
-	after, err := advisor.Check(ctx, newSampler(t, c), cfg, zaptest.NewLogger(t))
+	after, err := advisor.Check(ctx, sampler(), cfg, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

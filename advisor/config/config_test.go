@@ -9,6 +9,8 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/pgwal-advisor/pgwal-advisor/rules"
 )
 
@@ -325,5 +327,18 @@ func TestDiff(t *testing.T) {
 	}
 	if d := Diff(old, old); len(d) != 0 {
 		t.Errorf("Diff of a configuration with itself: %v", d)
+	}
+}
+
+// TestRemovedThreshold: a file that still sets a removed threshold is told what replaced it.
+func TestRemovedThreshold(t *testing.T) {
+	th := rules.DefaultThresholds()
+	var node yaml.Node
+	if err := yaml.Unmarshal([]byte("0.2"), &node); err != nil {
+		t.Fatal(err)
+	}
+	err := applyThresholds(&th, map[string]yaml.Node{"fpi_idle_min": *node.Content[0]})
+	if err == nil || !strings.Contains(err.Error(), "was removed") || !strings.Contains(err.Error(), "fpi_idle_cpu_share") {
+		t.Errorf("fpi_idle_min: %v, want it named removed with its replacement", err)
 	}
 }

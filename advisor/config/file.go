@@ -185,6 +185,17 @@ func snakeCase(s string) string {
 	return b.String()
 }
 
+// removedThreshold says what replaced a key earlier releases read: a file that still sets one
+// is told so rather than "unknown key".
+func removedThreshold(key string) (string, bool) {
+	switch key {
+	case "fpi_idle_min":
+		return "wal_compression is decided by the CPU time compressing the server's own images measures on this host " +
+			"(thresholds.fpi_idle_cpu_share, thresholds.fpi_saving_min; docs/rules.md, full-page-images)", true
+	}
+	return "", false
+}
+
 // applyThresholds sets the file's thresholds over th; their bounds are checked with the rest
 // of the configuration.
 func applyThresholds(th *rules.Thresholds, nodes map[string]yaml.Node) error {
@@ -193,6 +204,9 @@ func applyThresholds(th *rules.Thresholds, nodes map[string]yaml.Node) error {
 	for _, key := range slices.Sorted(maps.Keys(nodes)) {
 		node := nodes[key]
 		i, ok := fields[key]
+		if why, gone := removedThreshold(key); gone {
+			return fmt.Errorf("thresholds.%s was removed: %s; delete the line", key, why)
+		}
 		if !ok {
 			return fmt.Errorf("unknown key %q", "thresholds."+key)
 		}

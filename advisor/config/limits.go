@@ -153,7 +153,9 @@ func Limits() []Limit {
 		// and at most a page.
 		{Key: "thresholds.fpi_min_wal_rate", Kind: Number, Min: 0, Max: 1 << 40},
 		{Key: "thresholds.fpi_record_bytes", Kind: Number, Min: 24, Max: 8192},
-		{Key: "thresholds.fpi_idle_min", Kind: Ratio, Min: 0, Max: 1},
+		{Key: "thresholds.fpi_saving_min", Kind: Ratio, Min: 0, Max: 1},
+		{Key: "thresholds.fpi_idle_cpu_share", Kind: Ratio, Min: 0, Max: 1},
+		{Key: "thresholds.fpi_reading_max_age", Kind: Duration, Min: dur(time.Minute), Max: dur(day)},
 		{Key: "thresholds.fpi_write_cost_min", Kind: Number, Min: 0, Max: 1e4},
 		{Key: "thresholds.fpi_device_share_min", Kind: Ratio, Min: 0, Max: 1},
 		// checkpoint_timeout's own range (PostgreSQL docs: 30s to 1d).

@@ -10,6 +10,7 @@ import (
 	"github.com/pgwal-advisor/pgwal-advisor/collector/storage"
 	"github.com/pgwal-advisor/pgwal-advisor/collector/writers"
 	"github.com/pgwal-advisor/pgwal-advisor/internal/cli"
+	"github.com/pgwal-advisor/pgwal-advisor/probes/compression"
 )
 
 // closeTimeout bounds closing the connection to PostgreSQL on the way out, when the command's
@@ -18,7 +19,8 @@ const closeTimeout = 2 * time.Second
 
 // newSampler builds the sampler that collect and run share: PostgreSQL from --dsn (or the PG*
 // environment, with --query-timeout), the kernel from --path.procfs, the WAL's storage and the
-// writers from --path.procfs and --path.sysfs, and --wal-dir when given. Call the returned
+// writers from --path.procfs and --path.sysfs, the WAL's full-page images every
+// --full-pages.interval, and --wal-dir when given. Call the returned
 // function when done: it closes the connection to PostgreSQL, even after ctx was cancelled.
 func newSampler(g *cli.Globals) (*advisor.Sampler, func(ctx context.Context)) {
 	pg := postgres.New(g.DSN, postgres.Options{QueryTimeout: g.QueryTimeout, WALDir: g.WALDir, ProcFS: g.ProcFS, Logger: g.Logger})
@@ -28,6 +30,9 @@ func newSampler(g *cli.Globals) (*advisor.Sampler, func(ctx context.Context)) {
 		Storage:  storage.New(g.ProcFS, g.SysFS),
 		Writers:  writers.New(g.ProcFS, g.SysFS, writers.Options{}),
 		WALDir:   g.WALDir,
+	}
+	if g.FullPagesInterval > 0 {
+		s.FullPages = &compression.Source{Interval: g.FullPagesInterval}
 	}
 	closeFn := func(ctx context.Context) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)

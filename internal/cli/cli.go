@@ -56,8 +56,11 @@ type Globals struct {
 	SysFS        string
 	WALDir       string
 	QueryTimeout time.Duration
-	LogLevel     string
-	LogFormat    string
+	// FullPagesInterval is how often the WAL's full-page images are read and compressed
+	// (probes/compression); 0 turns that off.
+	FullPagesInterval time.Duration
+	LogLevel          string
+	LogFormat         string
 
 	Logger *zap.Logger
 }
@@ -76,6 +79,9 @@ func NewRoot(use, short, long string, g *Globals) *cobra.Command {
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			if g.Format != "table" && g.Format != "json" {
 				return fmt.Errorf("--format %q: want table or json: %w", g.Format, ErrUsage)
+			}
+			if g.FullPagesInterval < 0 {
+				return fmt.Errorf("--full-pages.interval %v: want a positive duration, or 0 to turn the reading off: %w", g.FullPagesInterval, ErrUsage)
 			}
 			logger, err := NewLogger(cmd.ErrOrStderr(), g.LogLevel, g.LogFormat)
 			if err != nil {
@@ -109,6 +115,8 @@ func ConnectionFlags(root *cobra.Command, g *Globals) {
 	f.StringVar(&g.DSN, "dsn", "", "PostgreSQL connection string (libpq keywords or URL); default: PG* environment variables and ~/.pgpass")
 	f.StringVar(&g.WALDir, "wal-dir", "", "the WAL directory, when the advisor's role may not read data_directory/pg_wal (default: asked of the server)")
 	f.DurationVar(&g.QueryTimeout, "query-timeout", DefaultQueryTimeout, "timeout of each query to PostgreSQL")
+	f.DurationVar(&g.FullPagesInterval, "full-pages.interval", 5*time.Minute,
+		"how often to read the WAL's recent full-page images and time compressing them, which decides wal_compression (0: never; the advisor then does not recommend it)")
 }
 
 // Execute runs root with args and returns the process exit code: 0 on success, the code of an

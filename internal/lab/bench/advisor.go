@@ -18,6 +18,7 @@ import (
 	"github.com/pgwal-advisor/pgwal-advisor/collector/postgres"
 	"github.com/pgwal-advisor/pgwal-advisor/collector/storage"
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab"
+	"github.com/pgwal-advisor/pgwal-advisor/probes/compression"
 	"github.com/pgwal-advisor/pgwal-advisor/rules"
 )
 
@@ -201,7 +202,8 @@ func (r *runner) check(ctx context.Context, w watchSpec) (*advisor.CheckResult, 
 	}
 	pg := postgres.New(w.cluster.DSN(), postgres.Options{Logger: r.logger})
 	defer pg.Close(context.Background())
-	s := &advisor.Sampler{Postgres: pg, Kernel: kernel.New(r.opts.ProcFS), Storage: storage.New(r.opts.ProcFS, r.opts.SysFS)}
+	s := &advisor.Sampler{Postgres: pg, Kernel: kernel.New(r.opts.ProcFS), Storage: storage.New(r.opts.ProcFS, r.opts.SysFS),
+		FullPages: &compression.Source{}}
 	res, err := advisor.Check(ctx, s, advisor.CheckConfig{
 		Window: w.window, Interval: time.Second, WaitInterval: 250 * time.Millisecond,
 		ProbeDir: w.probeDir, ProbeBudget: r.sz.probeBudget,

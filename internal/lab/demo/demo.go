@@ -28,6 +28,7 @@ import (
 	"github.com/pgwal-advisor/pgwal-advisor/collector/storage"
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab"
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab/simdisk"
+	"github.com/pgwal-advisor/pgwal-advisor/probes/compression"
 	"github.com/pgwal-advisor/pgwal-advisor/rules"
 )
 
@@ -160,7 +161,8 @@ func Run(ctx context.Context, w io.Writer, opts Options, logger *zap.Logger) (*S
 
 	pg := postgres.New(c.DSN(), postgres.Options{Logger: logger})
 	defer pg.Close(context.WithoutCancel(ctx))
-	s := &advisor.Sampler{Postgres: pg, Kernel: kernel.New(opts.ProcFS), Storage: storage.New(opts.ProcFS, opts.SysFS)}
+	s := &advisor.Sampler{Postgres: pg, Kernel: kernel.New(opts.ProcFS), Storage: storage.New(opts.ProcFS, opts.SysFS),
+		FullPages: &compression.Source{}}
 	a, err := advisor.New(s, advisor.Config{
 		Interval: time.Second, WaitInterval: 250 * time.Millisecond, HistoryWindow: 10 * time.Minute,
 		ProbeDir: probeDir, Thresholds: demoThresholds(),

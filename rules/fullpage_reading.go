@@ -1,0 +1,98 @@
+package rules
+
+import (
+	"fmt"
+
+	"github.com/pgwal-advisor/pgwal-advisor/collector"
+)
+
+// methodFigures is one compression method as measured on the server's own recent images
+// (collector.FullPages, probes/compression).
+type methodFigures struct {
+	method string
+	// kept is the share of the images' bytes the method leaves, cpuPerMB its CPU seconds per
+	// megabyte of images on this host.
+	kept, cpuPerMB float64
+	// saving is the share of the WAL's bytes it would remove (the images' share x (1 - kept));
+	// cores the CPUs it would keep busy at the window's image rate.
+	saving, cores float64
+}
+
+// text is the method's measured figures, for a summary.
+func (m methodFigures) text() string {
+	return fmt.Sprintf("%s keeps %.2f of the images' bytes (%s less WAL) for %.3f CPU s per MB, %.2f CPUs at this rate",
+		m.method, m.kept, pct(m.saving), m.cpuPerMB, m.cores)
+}
+
+// readImages takes the latest reading of the WAL's images: the images' share of the WAL
+// becomes the one measured in the file read, and each accepted method gets its figures.
+func (f *fullPageFacts) readImages(h *History, t Thresholds) {
+	s, _ := h.Latest()
+	fp := s.FullPages
+	switch {
+	case fp == nil:
+		f.readingWhy = "the advisor has no reading of the WAL's images" + partFailed(s, collector.PartFullPages)
+		return
+	case s.Time.Sub(fp.Time) > t.FPIReadingMaxAge:
+		f.readingWhy = fmt.Sprintf("the last reading of the WAL's images is %s old", s.Time.Sub(fp.Time).Round(1e9))
+		return
+	case fp.RecordBytes <= 0 || fp.Images == 0:
+		f.readingWhy = fmt.Sprintf("WAL file %s held no image", fp.Segment)
+		return
+	}
+	f.reading = fp
+	// The window's images at the size the reading measured them: the counters say how many
+	// images the window wrote, the WAL file how large they are (the reading may be minutes old).
+	size := float64(fp.ImageBytes) / float64(fp.Images)
+	f.imageBytes = min(f.fpi*size, f.walBytes)
+	if f.walBytes > 0 {
+		f.share = f.imageBytes / f.walBytes
+	}
+	f.estimate = fmt.Sprintf("%.0f bytes an image as measured in WAL file %s, where %d images were %s of its records' %s", size,
+		fp.Segment, fp.Images, pct(float64(fp.ImageBytes)/float64(fp.RecordBytes)), collector.FormatBytes(float64(fp.RecordBytes)))
+	f.imageRate = f.walRate * f.share
+	if f.compressed {
+		return // the images are compressed already: their raw rate is not what a method would see
+	}
+	for _, m := range f.accepted {
+		name := m
+		if m == compressionOn {
+			name = compressionPGLZ
+		}
+		c, ok := fp.Cost(name)
+		if !ok {
+			continue
+		}
+		f.methods = append(f.methods, methodFigures{method: m, kept: c.Kept, cpuPerMB: c.CPUSecondsPerMB,
+			saving: f.share * (1 - c.Kept), cores: f.imageRate / (1 << 20) * c.CPUSecondsPerMB})
+	}
+	if len(f.methods) == 0 {
+		f.readingWhy = fmt.Sprintf("the reading of WAL file %s measured none of the methods the server accepts", fp.Segment)
+	}
+}
+
+// chooseMethod picks what to recommend among the measured methods: the largest saving of the
+// methods that save at least FPISavingMin and fit in FPIIdleCPUShare of the idle CPUs, a cheaper one
+// where it saves within 5 points of that. It also returns the best saver (for the advice when
+// nothing qualifies) and whether any method saved enough.
+func chooseMethod(f fullPageFacts, t Thresholds) (chosen, best methodFigures, ok, enough bool) {
+	for _, m := range f.methods {
+		if m.saving > best.saving || best.method == "" {
+			best = m
+		}
+		if m.saving < t.FPISavingMin {
+			continue
+		}
+		enough = true
+		if f.hasCPU && m.cores > t.FPIIdleCPUShare*f.idleCores {
+			continue
+		}
+		switch {
+		case !ok:
+			chosen, ok = m, true
+		case m.saving > chosen.saving+0.05, m.saving > chosen.saving-0.05 && m.cores < chosen.cores:
+			chosen = m
+		}
+	}
+	return chosen, best, ok, enough
+}
