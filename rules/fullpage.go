@@ -10,8 +10,9 @@ import (
 // full-page-images: after each checkpoint the first change to a page writes the whole page into
 // the WAL (full_page_writes, which the advisor never turns off). On an OLTP load over data
 // larger than a checkpoint interval touches, those images are most of the WAL's bytes, and
-// wal_compression shrinks them for CPU time and nothing else (docs/rules.md, full-page-images;
-// docs/benchmarks.md, full page images table).
+// wal_compression shrinks them for CPU time and nothing else. How much it shrinks them and what
+// the CPU time is differ by data and host, so both are measured on the server's own images
+// (probes/compression; docs/rules.md, full-page-images; docs/benchmarks.md, compression grid).
 func fullPageImages() Rule {
 	return Rule{
 		ID:       "full-page-images",
@@ -20,7 +21,8 @@ func fullPageImages() Rule {
 		Settings: []string{collector.WALCompression, collector.CheckpointTimeout},
 		Rationale: "After every checkpoint the first change to each page writes the whole page into the WAL. " +
 			"On an OLTP load over data larger than a checkpoint interval touches, these images are most of the " +
-			"WAL's bytes: wal_compression shrinks them at a cost in CPU only, and checkpoints further apart make " +
+			"WAL's bytes: wal_compression shrinks them at a cost in CPU only (how much, and at what cost, is measured on the " +
+			"server's own recent images on this host), and checkpoints further apart make " +
 			"fewer of them at a cost in crash-recovery time. full_page_writes stays on: without it a torn page " +
 			"cannot be repaired.",
 		Sources: []string{
@@ -29,7 +31,7 @@ func fullPageImages() Rule {
 			pgDocs + "wal-configuration.html",
 			pgDocs + "monitoring-stats.html#MONITORING-PG-STAT-WAL-VIEW",
 			"pgsql-hackers, 2022-02, \"wal_compression=zstd\"",
-			"docs/rules.md, full-page-images", "docs/benchmarks.md, full page images table",
+			"docs/rules.md, full-page-images", "docs/benchmarks.md, compression grid", "docs/benchmarks.md, full page images table",
 		},
 		Eval: withDefaults(evalFullPageImages),
 	}
