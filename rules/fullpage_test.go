@@ -3,6 +3,7 @@ package rules
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pgwal-advisor/pgwal-advisor/collector"
 )
@@ -140,6 +141,14 @@ func TestFullPageImages(t *testing.T) {
 			want: []wantFinding{{collector.WALCompression, Warning, "zstd"}}},
 		{name: "images not read: advice to measure", sc: withReading(dominant, func(*collector.Snapshot) *collector.FullPages { return nil }),
 			want: []wantFinding{{"", Info, ""}}},
+		{name: "a reading older than FPIReadingMaxAge: advice to measure", sc: withReading(dominant, func(s *collector.Snapshot) *collector.FullPages {
+			fp := pgbenchReading(s)
+			fp.Time = s.Time.Add(-31 * time.Minute)
+			return fp
+		}), want: []wantFinding{{"", Info, ""}}},
+		{name: "a reading without images: advice to measure", sc: withReading(dominant, func(s *collector.Snapshot) *collector.FullPages {
+			return &collector.FullPages{Time: s.Time, Segment: "000000010000000A000000F1", Records: 100, RecordBytes: 1 << 20}
+		}), want: []wantFinding{{"", Info, ""}}},
 		{name: "PostgreSQL 14: a boolean, on is pglz", sc: pg14, want: []wantFinding{{collector.WALCompression, Warning, "on"}}},
 		{name: "fast device, WAL writes cheap: advice", sc: imagesScenario("off", enumvals15, 0.5, flushWaitsRare, 0),
 			want: []wantFinding{{"", Info, ""}}},
@@ -222,5 +231,42 @@ func TestCompressionMethods(t *testing.T) {
 		if got := isCompressed(v); got != want {
 			t.Errorf("isCompressed(%q) = %v, want %v", v, got, want)
 		}
+	}
+}
+
+// TestCompressionAdviceStatesMeasurement: withheld or recommended, the finding names the
+// measured ratio and cost it relied on (issue 34).
+func TestCompressionAdviceStatesMeasurement(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		sc   scenario
+		want []string
+	}{
+		{"sysbench on pglz only: withheld", withReading(imagesScenario("off", enumvalsNoLZ4, 0.19, flushWaits30, 0), sysbenchReading),
+			[]string{"compress poorly", "pglz keeps 0.93", "less than the 25%"}},
+		{"pgbench on pglz only: recommended", imagesScenario("off", enumvalsNoLZ4, 0.26, flushWaits30, 0),
+			[]string{"pglz keeps 0.20", "0.012 CPU s per MB", "CPUs at this rate"}},
+		{"pglz only, CPUs 5% idle: withheld for CPU", imagesScenario("off", enumvalsNoLZ4, 0.05, flushWaits30, 0),
+			[]string{"more CPU than the host has to spare", "pglz keeps 0.20", "of the 0.10 CPUs idle"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := evalFullPageImages(tc.sc.input(nil))
+			if len(res.Findings) == 0 {
+				t.Fatal("no finding")
+			}
+			f := res.Findings[0]
+			for _, w := range tc.want {
+				if !strings.Contains(f.Summary, w) {
+					t.Errorf("summary lacks %q: %s", w, f.Summary)
+				}
+			}
+			names := map[string]bool{}
+			for _, e := range f.Evidence {
+				names[e.Name] = true
+			}
+			if !names["compression_kept_ratio"] || !names["compression_cpu_seconds_per_mb"] {
+				t.Errorf("evidence lacks the measured method: %+v", f.Evidence)
+			}
+		})
 	}
 }
