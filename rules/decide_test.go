@@ -190,7 +190,13 @@ func TestDecideCompression(t *testing.T) {
 		want       compressVerdict
 		wantMethod string
 	}{
-		{"costly writes, idle CPU: the most saving", base, compressFire, "zstd"},
+		{"costly writes, idle CPU: the cheapest that saves enough", base, compressFire, "lz4"},
+		{"zstd saves FPISavingMin more than lz4: zstd", with(func(f *fullPageFacts) {
+			f.methods = []methodFigures{{method: "lz4", cpuPerMB: 0.0005, saving: 0.3}, {method: "zstd", cpuPerMB: 0.0026, saving: 0.55, cores: 0.04}}
+		}), compressFire, "zstd"},
+		{"zstd saves less than FPISavingMin more: lz4", with(func(f *fullPageFacts) {
+			f.methods = []methodFigures{{method: "lz4", cpuPerMB: 0.0005, saving: 0.3}, {method: "zstd", cpuPerMB: 0.0026, saving: 0.54, cores: 0.04}}
+		}), compressFire, "lz4"},
 		{"already compressed", with(func(f *fullPageFacts) { f.compressed = true }), compressNone, ""},
 		{"pglz only, fits in the idle CPUs", with(only("pglz")), compressFire, "pglz"},
 		// 14MB/s x 0.0121 s/MB = 0.17 CPUs: more than half of 0.3 idle.
@@ -202,10 +208,10 @@ func TestDecideCompression(t *testing.T) {
 		}), compressLittle, "lz4"},
 		{"a saving at FPISavingMin", with(func(f *fullPageFacts) { f.methods = []methodFigures{{method: "pglz", saving: 0.25, cores: 0.1}} }), compressFire, "pglz"},
 		{"not read", with(func(f *fullPageFacts) { f.reading, f.methods = nil, nil }), compressUnread, ""},
-		{"the WAL under FPIDeviceShareMin of its device's writes", with(func(f *fullPageFacts) { f.hasDisk, f.diskRate = true, f.walRate/0.29 }), compressCrowded, "zstd"},
-		{"the WAL at FPIDeviceShareMin", with(func(f *fullPageFacts) { f.hasDisk, f.diskRate = true, f.walRate/0.3 }), compressFire, "zstd"},
-		{"cost unknown", with(func(f *fullPageFacts) { f.hasWriteCost = false }), compressUnmeasured, "zstd"},
-		{"cost below FPIWriteCostMin", with(func(f *fullPageFacts) { f.writeCost = 0.09 }), compressCheap, "zstd"},
+		{"the WAL under FPIDeviceShareMin of its device's writes", with(func(f *fullPageFacts) { f.hasDisk, f.diskRate = true, f.walRate/0.29 }), compressCrowded, "lz4"},
+		{"the WAL at FPIDeviceShareMin", with(func(f *fullPageFacts) { f.hasDisk, f.diskRate = true, f.walRate/0.3 }), compressFire, "lz4"},
+		{"cost unknown", with(func(f *fullPageFacts) { f.hasWriteCost = false }), compressUnmeasured, "lz4"},
+		{"cost below FPIWriteCostMin", with(func(f *fullPageFacts) { f.writeCost = 0.09 }), compressCheap, "lz4"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			got, m := decideCompression(tt.f, cfg)

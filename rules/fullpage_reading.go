@@ -1,7 +1,9 @@
 package rules
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 
 	"github.com/pgwal-advisor/pgwal-advisor/collector"
 )
@@ -71,12 +73,17 @@ func (f *fullPageFacts) readImages(h *History, t Thresholds) {
 	}
 }
 
-// chooseMethod picks what to recommend among the measured methods: the largest saving of the
-// methods that save at least FPISavingMin and fit in FPIIdleCPUShare of the idle CPUs, a cheaper one
-// where it saves within 5 points of that. It also returns the best saver (for the advice when
+// chooseMethod picks what to recommend among the measured methods that save at least
+// FPISavingMin of the WAL's bytes and fit in FPIIdleCPUShare of the idle CPUs: the cheapest in
+// CPU, unless a costlier one removes at least FPISavingMin more of the WAL's bytes. On the
+// compression grid lz4 and pglz kept pgbench's throughput or gained where zstd, saving 5 points
+// more, lost 7-12%; on sysbench's random rows zstd alone saved enough, and gained 5%
+// (docs/benchmarks.md, compression grid). It also returns the best saver (for the advice when
 // nothing qualifies) and whether any method saved enough.
 func chooseMethod(f fullPageFacts, t Thresholds) (chosen, best methodFigures, ok, enough bool) {
-	for _, m := range f.methods {
+	byCost := slices.Clone(f.methods)
+	slices.SortStableFunc(byCost, func(a, b methodFigures) int { return cmp.Compare(a.cpuPerMB, b.cpuPerMB) })
+	for _, m := range byCost {
 		if m.saving > best.saving || best.method == "" {
 			best = m
 		}
@@ -87,11 +94,8 @@ func chooseMethod(f fullPageFacts, t Thresholds) (chosen, best methodFigures, ok
 		if f.hasCPU && m.cores > t.FPIIdleCPUShare*f.idleCores {
 			continue
 		}
-		switch {
-		case !ok:
+		if !ok || m.saving >= chosen.saving+t.FPISavingMin {
 			chosen, ok = m, true
-		case m.saving > chosen.saving+0.05, m.saving > chosen.saving-0.05 && m.cores < chosen.cores:
-			chosen = m
 		}
 	}
 	return chosen, best, ok, enough
