@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -182,8 +183,17 @@ func TestSourceStandbyAndCache(t *testing.T) {
 		t.Error("no server: no error")
 	}
 	lsn := uint64(1 << 24)
-	if _, err := s.Collect(context.Background(), t.TempDir(), &collector.Postgres{WALInsertLSN: &lsn}); err == nil {
-		t.Error("an empty WAL directory: no error")
+	dir := t.TempDir()
+	_, err := s.Collect(context.Background(), dir, &collector.Postgres{WALInsertLSN: &lsn})
+	if err == nil {
+		t.Fatal("an empty WAL directory: no error")
+	}
+	// The failure is kept for the interval: the directory is not listed again every snapshot.
+	if err := os.WriteFile(filepath.Join(dir, "000000010000000000000001"), make([]byte, 1<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, again := s.Collect(context.Background(), dir, &collector.Postgres{WALInsertLSN: &lsn}); again == nil || again.Error() != err.Error() {
+		t.Errorf("within the interval: %v, want the kept %v", again, err)
 	}
 }
 

@@ -32,8 +32,9 @@ type Source struct {
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 
-	last   *collector.FullPages
-	lastAt time.Time
+	last    *collector.FullPages
+	lastErr error
+	lastAt  time.Time
 }
 
 // Collect returns the images' reading for the server pg, whose WAL is in walDir. A standby
@@ -47,8 +48,10 @@ func (s *Source) Collect(ctx context.Context, walDir string, pg *collector.Postg
 	if interval <= 0 {
 		interval = DefaultInterval
 	}
-	if s.last != nil && now().Sub(s.lastAt) < interval {
-		return s.last, nil
+	// A failed reading is not retried before the interval either: a WAL file that does not
+	// decode is not read again every snapshot.
+	if (s.last != nil || s.lastErr != nil) && now().Sub(s.lastAt) < interval {
+		return s.last, s.lastErr
 	}
 	switch {
 	case pg == nil:
@@ -67,17 +70,20 @@ func (s *Source) Collect(ctx context.Context, walDir string, pg *collector.Postg
 	} else if v := pg.Settings[collector.BlockSize].Raw; v != "" {
 		_, _ = fmt.Sscan(v, &blockSize)
 	}
+	fp, err := s.read(walDir, pg, blockSize)
+	s.last, s.lastErr, s.lastAt = fp, err, now()
+	if fp != nil {
+		fp.Time = s.lastAt
+	}
+	return fp, err
+}
+
+func (s *Source) read(walDir string, pg *collector.Postgres, blockSize int) (*collector.FullPages, error) {
 	seg, name, err := walimages.Recent(walDir, *pg.WALInsertLSN, blockSize, pg.VersionNum)
 	if err != nil {
 		return nil, err
 	}
-	fp, err := s.measure(seg, name, blockSize, Methods(pg))
-	if err != nil {
-		return nil, err
-	}
-	fp.Time = now()
-	s.last, s.lastAt = fp, fp.Time
-	return fp, nil
+	return s.measure(seg, name, blockSize, Methods(pg))
 }
 
 // Methods are the compression methods the server accepts: pglz always (14's on), lz4 and zstd
