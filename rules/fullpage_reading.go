@@ -26,6 +26,16 @@ func (m methodFigures) text() string {
 		m.method, m.kept, pct(m.saving), m.cpuPerMB, m.cores)
 }
 
+// zstdServerFactor scales zstd's measured CPU time to what the server pays: PostgreSQL calls
+// ZSTD_compress for each image, which sets up a compression context every time, where the
+// advisor's encoder keeps one. On the compression grid the host's idle CPU fell by several times
+// the measured cost when zstd was on (cloud, pgbench: 26% -> 11-16% idle for 0.02 CPUs
+// measured), and 5 is the least factor that withholds zstd on every cell where it lost (sysbench
+// beside one CPU-bound neighbour: -4%) and keeps it where it gained (sysbench alone, cloud +5%
+// and hdd +2%). A fit to the grid, not a measurement of libzstd (docs/benchmarks.md, compression
+// grid).
+const zstdServerFactor = 5
+
 // readImages takes the latest reading of the WAL's images: the images' share of the WAL
 // becomes the one measured in the file read, and each accepted method gets its figures.
 func (f *fullPageFacts) readImages(h *History, t Thresholds) {
@@ -65,8 +75,12 @@ func (f *fullPageFacts) readImages(h *History, t Thresholds) {
 		if !ok {
 			continue
 		}
-		f.methods = append(f.methods, methodFigures{method: m, kept: c.Kept, cpuPerMB: c.CPUSecondsPerMB,
-			saving: f.share * (1 - c.Kept), cores: f.imageRate / (1 << 20) * c.CPUSecondsPerMB})
+		perMB := c.CPUSecondsPerMB
+		if m == compressionZstd {
+			perMB *= zstdServerFactor
+		}
+		f.methods = append(f.methods, methodFigures{method: m, kept: c.Kept, cpuPerMB: perMB,
+			saving: f.share * (1 - c.Kept), cores: f.imageRate / (1 << 20) * perMB})
 	}
 	if len(f.methods) == 0 {
 		f.readingWhy = fmt.Sprintf("the reading of WAL file %s measured none of the methods the server accepts", fp.Segment)
