@@ -95,6 +95,9 @@ func Limits() []Limit {
 		// A query that cannot finish in 100 ms on a loaded server is not a failure; one that
 		// takes ten minutes holds its snapshot back for ten minutes.
 		{Flag: "query-timeout", Commands: every, Kind: Duration, Min: dur(100 * time.Millisecond), Max: dur(10 * time.Minute)},
+		// 0 turns the reading of the WAL's images off; a day between readings is as rare as it
+		// is useful (the rule ignores a reading older than thresholds.fpi_reading_max_age).
+		{Flag: "full-pages.interval", Commands: every, Kind: Duration, Min: 0, Max: dur(day)},
 		// The figures before and after a change need a few snapshots each.
 		{Flag: "apply.verify-window", Commands: []string{"run"}, Kind: Duration, Min: dur(time.Second), Max: dur(day)},
 		// 0: changes may follow each other as soon as one is verified.

@@ -84,53 +84,76 @@ func (st *pglzState) compress(src, dst []byte) int {
 			next, recycle = 1, true
 		}
 	}
-	bp, ctrlPos, ctrlByte, ctrl := 0, -1, byte(0), 0
-	outCtrl := func() {
-		if ctrl&0xff == 0 {
-			if ctrlPos >= 0 {
-				dst[ctrlPos] = ctrlByte
-			}
-			ctrlPos, ctrlByte, ctrl = bp, 0, 1
-			bp++
-		}
-	}
+	out := pglzOut{dst: dst, ctrlPos: -1}
 	found := false
 	for dp := 0; dp < slen; {
-		if bp >= resultMax || !found && bp >= pglzFirstSuccess {
+		if out.bp >= resultMax || !found && out.bp >= pglzFirstSuccess {
 			return -1
 		}
-		if n, off, ok := st.findMatch(src, dp, mask); ok {
-			outCtrl()
-			ctrlByte |= byte(ctrl)
-			ctrl <<= 1
-			if n > 17 {
-				dst[bp], dst[bp+1], dst[bp+2] = byte((off&0xf00)>>4|0x0f), byte(off&0xff), byte(n-18)
-				bp += 3
-			} else {
-				dst[bp], dst[bp+1] = byte((off&0xf00)>>4|(n-3)), byte(off&0xff)
-				bp += 2
-			}
-			for ; n > 0; n-- {
-				add(dp)
-				dp++
-			}
-			found = true
+		n, off, ok := st.findMatch(src, dp, mask)
+		if !ok {
+			out.literal(src[dp])
+			add(dp)
+			dp++
 			continue
 		}
-		outCtrl()
-		dst[bp] = src[dp]
-		bp++
-		ctrl <<= 1
-		add(dp)
-		dp++
+		out.tag(n, off)
+		for ; n > 0; n-- {
+			add(dp)
+			dp++
+		}
+		found = true
 	}
-	if ctrlPos >= 0 {
-		dst[ctrlPos] = ctrlByte
-	}
-	if bp >= resultMax {
+	out.flush()
+	if out.bp >= resultMax {
 		return -1
 	}
-	return bp
+	return out.bp
+}
+
+// pglzOut writes pglz's output: a control byte before every eight items, whose bits say which
+// of them are tags (back references) and which literal bytes.
+type pglzOut struct {
+	dst      []byte
+	bp       int
+	ctrlPos  int // -1 before the first control byte
+	ctrlByte byte
+	ctrl     int
+}
+
+func (o *pglzOut) nextItem() {
+	if o.ctrl&0xff == 0 {
+		o.flush()
+		o.ctrlPos, o.ctrlByte, o.ctrl = o.bp, 0, 1
+		o.bp++
+	}
+}
+
+func (o *pglzOut) flush() {
+	if o.ctrlPos >= 0 {
+		o.dst[o.ctrlPos] = o.ctrlByte
+	}
+}
+
+func (o *pglzOut) literal(b byte) {
+	o.nextItem()
+	o.dst[o.bp] = b
+	o.bp++
+	o.ctrl <<= 1
+}
+
+// tag writes a match of n bytes at offset off: 2 bytes, 3 when n is over 17.
+func (o *pglzOut) tag(n, off int) {
+	o.nextItem()
+	o.ctrlByte |= byte(o.ctrl)
+	o.ctrl <<= 1
+	if n > 17 {
+		o.dst[o.bp], o.dst[o.bp+1], o.dst[o.bp+2] = byte((off&0xf00)>>4|0x0f), byte(off&0xff), byte(n-18)
+		o.bp += 3
+		return
+	}
+	o.dst[o.bp], o.dst[o.bp+1] = byte((off&0xf00)>>4|(n-3)), byte(off&0xff)
+	o.bp += 2
 }
 
 // findMatch walks the history list of the input at s for the longest earlier match, settling
