@@ -57,26 +57,34 @@ func TestCompressionGrid(t *testing.T) {
 		if !ok {
 			t.Fatalf("no device %q", name)
 		}
-		gridOnDevice(ctx, t, bin, dev)
+		// A subtest per device, so that its stack is torn down before the next one's is set up.
+		t.Run(dev.Name, func(t *testing.T) { gridOnDevice(ctx, t, bin, dev) })
 	}
 }
 
-func gridOnDevice(ctx context.Context, t *testing.T, bin string, dev Device) {
+// loopCluster starts a cluster of bin with settings, its data and WAL on ext4 on a loop device
+// over a simulated disk of dev (6 GiB), torn down when the test ends.
+func loopCluster(ctx context.Context, t *testing.T, name, bin string, dev Device, settings map[string]string) (*equipment.LoopVolume, *lab.Cluster) {
 	eq := equipment.New(nil, t.Logf)
-	defer func() {
+	t.Cleanup(func() {
 		if err := eq.Close(); err != nil {
 			t.Error(err)
 		}
-	}()
-	v, err := eq.LoopVolume(ctx, "grid/"+dev.Name, dev.Options, 6<<30)
+	})
+	v, err := eq.LoopVolume(ctx, name, dev.Options, 6<<30)
 	if err != nil {
 		t.Fatal(err)
 	}
-	settings := map[string]string{"shared_buffers": "256MB", "checkpoint_timeout": "60s", "autovacuum": "off"}
 	c, err := eq.Cluster(ctx, lab.ClusterOptions{BinDir: bin, BaseDir: v.Mnt, WALDir: filepath.Join(v.Mnt, "wal"), Settings: settings})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return v, c
+}
+
+func gridOnDevice(ctx context.Context, t *testing.T, bin string, dev Device) {
+	settings := map[string]string{"shared_buffers": "256MB", "checkpoint_timeout": "60s", "autovacuum": "off"}
+	v, c := loopCluster(ctx, t, "grid/"+dev.Name, bin, dev, settings)
 	loads := strings.Split(*gridData, ",")
 	for _, d := range loads {
 		if err := InitData(ctx, c, Data(d)); err != nil {

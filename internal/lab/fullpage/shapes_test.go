@@ -3,7 +3,6 @@ package fullpage
 import (
 	"context"
 	"flag"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -68,20 +67,7 @@ func runShape(t *testing.T, sh shape) {
 	ctx := context.Background()
 	bin := lab.RequireVersion(t, sh.major)
 	dev, _ := gridDevice(sh.device)
-	eq := equipment.New(nil, t.Logf)
-	defer func() {
-		if err := eq.Close(); err != nil {
-			t.Error(err)
-		}
-	}()
-	v, err := eq.LoopVolume(ctx, "shape/"+sh.name, dev.Options, 6<<30)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := eq.Cluster(ctx, lab.ClusterOptions{BinDir: bin, BaseDir: v.Mnt, WALDir: filepath.Join(v.Mnt, "wal"), Settings: sh.settings})
-	if err != nil {
-		t.Fatal(err)
-	}
+	v, c := loopCluster(ctx, t, "shape/"+sh.name, bin, dev, sh.settings)
 	if err := InitData(ctx, c, sh.data); err != nil {
 		t.Fatal(err)
 	}
