@@ -65,7 +65,7 @@ func TestFullPageImagesLive(t *testing.T) {
 	th.FPIIdleCPUShare = 1
 	sampler := func() *advisor.Sampler {
 		s := newSampler(t, c)
-		s.FullPages = &compression.Source{}
+		s.FullPages = &compression.Source{Gather: 35 * time.Second}
 		return s
 	}
 	cfg := advisor.CheckConfig{Window: 35 * time.Second, Interval: time.Second, WaitInterval: 250 * time.Millisecond, Thresholds: th}

@@ -65,7 +65,7 @@ Exit status: 0 when nothing failed, 3 when the check or a change failed or the s
 				}
 			}
 			ctx := cmd.Context()
-			sampler, closeSampler := newSampler(g)
+			sampler, closeSampler := newSampler(g, check.Window)
 			defer closeSampler(ctx)
 			res, err := advisor.Check(ctx, sampler, check, g.Logger)
 			if err != nil {

@@ -36,7 +36,7 @@ JSON contract (--format json): .findings[] with .rule, .severity, .setting, .cur
 .summary) and .overruled[] (.rule, .recommended, .reason).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, closeSampler := newSampler(g)
+			s, closeSampler := newSampler(g, cfg.Window)
 			defer closeSampler(cmd.Context())
 			if cfg.Interval > cfg.Window {
 				return fmt.Errorf("--interval %v is longer than --window %v: %w", cfg.Interval, cfg.Window, cli.ErrUsage)

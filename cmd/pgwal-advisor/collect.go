@@ -47,7 +47,7 @@ JSON paths other tools rely on: .postgres.version_num, .postgres.settings.<name>
 				count = 1
 				interval = time.Second // unused: one snapshot is taken
 			}
-			s, closeSampler := newSampler(g)
+			s, closeSampler := newSampler(g, 0)
 			defer closeSampler(cmd.Context())
 			out := cmd.OutOrStdout()
 			enc := json.NewEncoder(out)

@@ -43,7 +43,7 @@ Exit status: 0 when everything is in place, 3 when a check failed, 64 for a usag
 				}
 			}
 			ctx := cmd.Context()
-			sampler, closeSampler := newSampler(g)
+			sampler, closeSampler := newSampler(g, 0)
 			defer closeSampler(ctx)
 			setup := doctor.Setup{ProbeDir: probeDir, Apply: applyOn, Journal: journal, SysctlFile: sysctlFile}
 			if applyOn {

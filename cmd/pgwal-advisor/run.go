@@ -137,7 +137,7 @@ func runDaemon(ctx context.Context, g *cli.Globals, fl *runFlags, flags *pflag.F
 		NewSampler: func(logger *zap.Logger) (*advisor.Sampler, func(context.Context)) {
 			sg := *g
 			sg.Logger = logger
-			return newSampler(&sg)
+			return newSampler(&sg, 0)
 		},
 	})
 	if err != nil {

@@ -20,9 +20,10 @@ const closeTimeout = 2 * time.Second
 // newSampler builds the sampler that collect and run share: PostgreSQL from --dsn (or the PG*
 // environment, with --query-timeout), the kernel from --path.procfs, the WAL's storage and the
 // writers from --path.procfs and --path.sysfs, the WAL's full-page images every
-// --full-pages.interval, and --wal-dir when given. Call the returned
-// function when done: it closes the connection to PostgreSQL, even after ctx was cancelled.
-func newSampler(g *cli.Globals) (*advisor.Sampler, func(ctx context.Context)) {
+// --full-pages.interval (spread over window, when a one-shot command watches one shorter), and
+// --wal-dir when given. Call the returned function when done: it closes the connection to
+// PostgreSQL, even after ctx was cancelled.
+func newSampler(g *cli.Globals, window time.Duration) (*advisor.Sampler, func(ctx context.Context)) {
 	pg := postgres.New(g.DSN, postgres.Options{QueryTimeout: g.QueryTimeout, WALDir: g.WALDir, ProcFS: g.ProcFS, Logger: g.Logger})
 	s := &advisor.Sampler{
 		Postgres: pg,
@@ -32,7 +33,11 @@ func newSampler(g *cli.Globals) (*advisor.Sampler, func(ctx context.Context)) {
 		WALDir:   g.WALDir,
 	}
 	if g.FullPagesInterval > 0 {
-		s.FullPages = &compression.Source{Interval: g.FullPagesInterval}
+		src := &compression.Source{Interval: g.FullPagesInterval}
+		if window > 0 && window < g.FullPagesInterval {
+			src.Gather = window
+		}
+		s.FullPages = src
 	}
 	closeFn := func(ctx context.Context) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)

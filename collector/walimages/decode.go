@@ -80,6 +80,8 @@ type Image struct {
 
 // Segment is what one WAL segment file held, up to the end of its valid WAL.
 type Segment struct {
+	// Start is the WAL position of the segment's first byte (set by Recent; 0 from Decode).
+	Start uint64
 	// Records and RecordBytes count the whole records that start and end in the segment.
 	Records     int
 	RecordBytes int64

@@ -16,10 +16,17 @@ import (
 // first 64MB hold images enough.
 const maxRead = 64 << 20
 
+// ErrNotYet is Recent's answer when no segment it could read begins at or after notBefore: the
+// server has not yet finished a WAL file since then.
+var ErrNotYet = errors.New("no WAL file begun since the position given is complete yet")
+
 // Recent reads the newest complete segment before insertLSN (pg_current_wal_insert_lsn()) in
 // walDir: the one that ends at or before the segment holding insertLSN, and that one itself
-// when no earlier segment is left (a fresh cluster). It returns the segment's file name too.
-func Recent(walDir string, insertLSN uint64, blockSize, versionNum int) (Segment, string, error) {
+// when no earlier segment is left (a fresh cluster). Only a segment that begins at or after
+// notBefore is read (ErrNotYet when none does): a reader that must describe what the server
+// wrote since some moment passes the insert position of that moment. It returns the segment's
+// file name too.
+func Recent(walDir string, insertLSN, notBefore uint64, blockSize, versionNum int) (Segment, string, error) {
 	names, segSize, err := segmentFiles(walDir)
 	if err != nil {
 		return Segment{}, "", err
@@ -33,6 +40,9 @@ func Recent(walDir string, insertLSN uint64, blockSize, versionNum int) (Segment
 		if !ok {
 			continue
 		}
+		if n*segSize < notBefore {
+			return Segment{}, name, ErrNotYet
+		}
 		b, err := readSegment(filepath.Join(walDir, name), segSize)
 		if err != nil {
 			return Segment{}, name, err
@@ -41,6 +51,7 @@ func Recent(walDir string, insertLSN uint64, blockSize, versionNum int) (Segment
 		if err != nil {
 			return Segment{}, name, fmt.Errorf("WAL file %s: %w", name, err)
 		}
+		s.Start = n * segSize
 		return s, name, nil
 	}
 	return Segment{}, "", fmt.Errorf("no WAL file in %s for the insert position %X/%X or the segment before it", walDir, insertLSN>>32, uint32(insertLSN))

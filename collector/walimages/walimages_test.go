@@ -2,6 +2,7 @@ package walimages
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"regexp"
@@ -104,9 +105,17 @@ func segmentUnderLoad(t *testing.T, c *lab.Cluster, major int, method string) (S
 		t.Fatalf("the load's WAL (%d bytes) did not fit in one segment", end-start)
 	}
 	// Recent reads the segment before the one holding the position given: the next one's start.
-	seg, name, err := Recent(filepath.Join(c.DataDir(), "pg_wal"), (start/(16<<20)+1)*(16<<20), 8192, major*10000)
+	next := (start/(16<<20) + 1) * (16 << 20)
+	seg, name, err := Recent(filepath.Join(c.DataDir(), "pg_wal"), next, 0, 8192, major*10000)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Only a file begun at or after the position given is read.
+	if _, _, err := Recent(filepath.Join(c.DataDir(), "pg_wal"), next, next-(16<<20)+1, 8192, major*10000); !errors.Is(err, ErrNotYet) {
+		t.Errorf("a file begun before notBefore: %v, want ErrNotYet", err)
+	}
+	if _, again, err := Recent(filepath.Join(c.DataDir(), "pg_wal"), next, next-(16<<20), 8192, major*10000); err != nil || again != name {
+		t.Errorf("a file begun at notBefore: %s, %v; want %s read", again, err, name)
 	}
 	if major == 15 {
 		checkWaldump(t, c, name, seg)

@@ -3,10 +3,12 @@ package compression
 import (
 	"bytes"
 	"context"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/pgwal-advisor/pgwal-advisor/collector"
 	"github.com/pgwal-advisor/pgwal-advisor/collector/walimages"
@@ -39,7 +41,7 @@ func imagesUnder(t *testing.T, method string) []walimages.Image {
 	if err := conn.QueryRow(ctx, "SELECT pg_switch_wal() - '0/0'").Scan(&end); err != nil {
 		t.Fatal(err)
 	}
-	seg, _, err := walimages.Recent(filepath.Join(c.DataDir(), "pg_wal"), (end/(16<<20)+1)*(16<<20), 8192, 150000)
+	seg, _, err := walimages.Recent(filepath.Join(c.DataDir(), "pg_wal"), (end/(16<<20)+1)*(16<<20), 0, 8192, 150000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,8 +92,7 @@ func TestMeasureRealImages(t *testing.T) {
 	for _, written := range []string{"off", "lz4"} {
 		t.Run(written, func(t *testing.T) {
 			images := imagesUnder(t, written)
-			s := &Source{MaxImages: 200}
-			fp, err := s.measure(walimages.Segment{Images: images, Records: 1}, "seg", 8192, []string{"pglz", "lz4", "zstd"})
+			fp, err := measure(walimages.Segment{Images: images, Records: 1}, "seg", 8192, []string{"pglz", "lz4", "zstd"}, 200)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -214,4 +215,103 @@ func FuzzPGLZDecompress(f *testing.F) {
 			t.Fatalf("%d bytes for %d", len(out), raw)
 		}
 	})
+}
+
+// TestSourceReadsOnlyWALWrittenSinceItStarted: on a real server, the first reading waits for a
+// WAL file begun after the Source first saw the server, so that pgbench -i's index builds (or a
+// restore, or last night's bulk load) are never measured as the load's images; then it reads
+// the load's own.
+func TestSourceReadsOnlyWALWrittenSinceItStarted(t *testing.T) {
+	c := lab.NewTestCluster(t, lab.ClusterOptions{Settings: map[string]string{"autovacuum": "off", "shared_buffers": "16MB"}})
+	ctx := context.Background()
+	if out, err := c.Command(ctx, "pgbench", "-i", "-q", "-s", "3").CombinedOutput(); err != nil {
+		t.Fatalf("pgbench -i: %v: %s", err, out)
+	}
+	conn, err := c.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	// Files are read at least Gather/MaxFiles (5 s) apart: the clock moves 10 s a snapshot
+	// unless a step says otherwise.
+	clock, step := time.Now(), 10*time.Second
+	s := &Source{MaxImages: 100, Gather: 40 * time.Second, Now: func() time.Time { return clock }}
+	collect := func() (*collector.FullPages, error) {
+		clock = clock.Add(step)
+		var lsn uint64
+		if err := conn.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn() - '0/0'").Scan(&lsn); err != nil {
+			t.Fatal(err)
+		}
+		return s.Collect(ctx, filepath.Join(c.DataDir(), "pg_wal"), &collector.Postgres{WALInsertLSN: &lsn, VersionNum: 150000})
+	}
+	exec := func(q string) {
+		if err := c.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fp, err := collect(); fp != nil || err != nil {
+		t.Fatalf("right after pgbench -i: %+v, %v; want no reading yet (the WAL written so far is pgbench -i's)", fp, err)
+	}
+	// A switch ends the file the Source started in, which began before it: still nothing.
+	exec("SELECT pg_switch_wal()")
+	if fp, err := collect(); fp != nil || err != nil {
+		t.Fatalf("after the first switch: %+v, %v; want no reading yet", fp, err)
+	}
+	exec("CHECKPOINT")
+	if out, err := c.Command(ctx, "pgbench", "-n", "-c", "2", "-t", "200").CombinedOutput(); err != nil {
+		t.Fatalf("pgbench: %v: %s", err, out)
+	}
+	exec("SELECT pg_switch_wal()")
+	fp, err := collect()
+	if err != nil || fp == nil {
+		t.Fatalf("after the load's file: %+v, %v; want a reading", fp, err)
+	}
+	pglz, ok := fp.Cost("pglz")
+	if fp.Images < 100 || !ok || pglz.Kept > 0.4 || fp.Files != 1 {
+		t.Errorf("reading of %s: %d images, pglz %+v; want the load's images, which compress well, from one file", fp.Where(), fp.Images, pglz)
+	}
+	// The next file the load completes is added to the reading, each file sampled in part.
+	if out, err := c.Command(ctx, "pgbench", "-n", "-c", "2", "-t", "200").CombinedOutput(); err != nil {
+		t.Fatalf("pgbench: %v: %s", err, out)
+	}
+	exec("SELECT pg_switch_wal()")
+	two, err := collect()
+	if err != nil || two == nil || two.Files != 2 || two.Images <= fp.Images || two.Sampled > 100 || two.FirstSegment != fp.Segment || two.Segment == fp.Segment {
+		t.Fatalf("after a second file: %+v, %v; want two files read, the first and a newer one", two, err)
+	}
+	// Nothing new completed: the same reading.
+	if again, err := collect(); err != nil || again != two {
+		t.Errorf("no file completed since: %+v, %v; want the same reading", again, err)
+	}
+	// A file completed sooner than Gather/MaxFiles after the last one read waits.
+	exec("SELECT pg_switch_wal()")
+	exec("CREATE TABLE filler AS SELECT g FROM generate_series(1, 1000) g")
+	exec("SELECT pg_switch_wal()")
+	clock, step = clock.Add(-step), time.Second
+	if soon, err := collect(); err != nil || soon != two {
+		t.Errorf("a file 1 s after the last read: %+v, %v; want it left for later", soon, err)
+	}
+}
+
+// TestMergeWeighsBySample: a reading of several files keeps what each method kept weighted by
+// the bytes sampled from each file, and adds up the counts.
+func TestMergeWeighsBySample(t *testing.T) {
+	a := &collector.FullPages{Segment: "A", Records: 10, RecordBytes: 100, ImageBytes: 80, Images: 2, Sampled: 2, SampledBytes: 1000,
+		Written: []collector.WrittenImages{{Images: 2, Bytes: 80, RawBytes: 80}},
+		Methods: []collector.CompressionCost{{Method: "pglz", Kept: 0.3, CPUSecondsPerMB: 0.02, Failed: 1}, {Method: "lz4", Kept: 0.5, CPUSecondsPerMB: 0.001}}}
+	b := &collector.FullPages{Segment: "B", Records: 30, RecordBytes: 300, ImageBytes: 200, Images: 5, Sampled: 3, SampledBytes: 3000,
+		Written: []collector.WrittenImages{{Images: 5, Bytes: 200, RawBytes: 200}},
+		Methods: []collector.CompressionCost{{Method: "pglz", Kept: 0.1, CPUSecondsPerMB: 0.01}}}
+	m := merge(merge(nil, a), b)
+	pglz, _ := m.Cost("pglz")
+	if m.Files != 2 || m.FirstSegment != "A" || m.Segment != "B" || m.Images != 7 || m.Records != 40 || m.SampledBytes != 4000 ||
+		len(m.Written) != 1 || m.Written[0].Images != 7 || math.Abs(pglz.Kept-0.15) > 1e-9 || math.Abs(pglz.CPUSecondsPerMB-0.0125) > 1e-9 || pglz.Failed != 1 {
+		t.Errorf("merged: %+v, pglz %+v", m, pglz)
+	}
+	if _, ok := m.Cost("lz4"); ok {
+		t.Error("lz4, measured on one file only, kept in the merged reading")
+	}
+	if m.Where() != "2 WAL files, A to B" {
+		t.Errorf("Where() = %q", m.Where())
+	}
 }
