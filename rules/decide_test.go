@@ -128,7 +128,22 @@ func TestDecideFullPage(t *testing.T) {
 		wantTimeout float64
 	}{
 		{name: "images dominant", f: dominant, want: compressFire},
-		{name: "images below FPIShareMin", f: with(func(f *fullPageFacts) { f.share = 0.4 }), want: compressNone},
+		{name: "images below FPISavingMin: no method could save enough", f: with(func(f *fullPageFacts) {
+			f.share, f.methods = 0.2, measuredMethods(0.2, 0.2*float64(16<<20))
+		}), want: compressNone},
+		{name: "images below FPIShareMin, no CPU to spare: advice, checkpoints not spaced", f: with(func(f *fullPageFacts) {
+			f.share, f.methods, f.cpuIdle, f.idleCores = 0.4, measuredMethods(0.4, 0.4*float64(16<<20)), 0.0005, 0.001
+		}), want: compressCPUBusy},
+		{name: "images below FPIShareMin, saving enough", f: with(func(f *fullPageFacts) {
+			f.share, f.methods = 0.4, measuredMethods(0.4, 0.4*float64(16<<20))
+		}), want: compressFire},
+		{name: "PostgreSQL 18's sysbench shape: images 37%, pglz keeps 0.98", f: with(func(f *fullPageFacts) {
+			f.share, f.walRate, f.accepted = 0.37, 2.28e6, []string{"pglz"}
+			f.methods = []methodFigures{{method: "pglz", kept: 0.98, cpuPerMB: 0.0339, saving: 0.37 * 0.02, cores: 0.37 * 2.28e6 / (1 << 20) * 0.0339}}
+		}), want: compressLittle},
+		{name: "images below FPIShareMin, not read: an estimate alone says nothing", f: with(func(f *fullPageFacts) {
+			f.share, f.reading, f.methods = 0.4, nil, nil
+		}), want: compressNone},
 		{name: "WAL below FPIMinWALRate", f: with(func(f *fullPageFacts) { f.walRate = 512 << 10 }), want: compressNone},
 		{name: "full_page_writes off", f: with(func(f *fullPageFacts) { f.fullPageWrites = false }), want: compressNone},
 		{name: "compressed: space checkpoints", f: with(func(f *fullPageFacts) { f.compressed, f.compression = true, "lz4" }),

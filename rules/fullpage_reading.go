@@ -49,7 +49,7 @@ func (f *fullPageFacts) readImages(h *History, t Thresholds) {
 		f.readingWhy = fmt.Sprintf("the last reading of the WAL's images is %s old", s.Time.Sub(fp.Time).Round(1e9))
 		return
 	case fp.RecordBytes <= 0 || fp.Images == 0:
-		f.readingWhy = fmt.Sprintf("WAL file %s held no image", fp.Segment)
+		f.readingWhy = fmt.Sprintf("%s held no image", fp.Where())
 		return
 	}
 	f.reading = fp
@@ -60,8 +60,8 @@ func (f *fullPageFacts) readImages(h *History, t Thresholds) {
 	if f.walBytes > 0 {
 		f.share = f.imageBytes / f.walBytes
 	}
-	f.estimate = fmt.Sprintf("%.0f bytes an image as measured in WAL file %s, where %d images were %s of its records' %s", size,
-		fp.Segment, fp.Images, pct(float64(fp.ImageBytes)/float64(fp.RecordBytes)), collector.FormatBytes(float64(fp.RecordBytes)))
+	f.estimate = fmt.Sprintf("%.0f bytes an image as measured in %s, where %d images were %s of the records' %s", size,
+		fp.Where(), fp.Images, pct(float64(fp.ImageBytes)/float64(fp.RecordBytes)), collector.FormatBytes(float64(fp.RecordBytes)))
 	f.imageRate = f.walRate * f.share
 	if f.compressed {
 		return // the images are compressed already: their raw rate is not what a method would see
@@ -83,7 +83,7 @@ func (f *fullPageFacts) readImages(h *History, t Thresholds) {
 			saving: f.share * (1 - c.Kept), cores: f.imageRate / (1 << 20) * perMB})
 	}
 	if len(f.methods) == 0 {
-		f.readingWhy = fmt.Sprintf("the reading of WAL file %s measured none of the methods the server accepts", fp.Segment)
+		f.readingWhy = fmt.Sprintf("the reading of %s measured none of the methods the server accepts", fp.Where())
 	}
 }
 

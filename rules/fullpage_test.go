@@ -85,6 +85,14 @@ func sysbenchReading(snap *collector.Snapshot) *collector.FullPages {
 	return fp
 }
 
+// pg18SysbenchReading is the reading of issue 34's PostgreSQL 18 sysbench shape
+// (docs/benchmarks.md, issue 34's shapes): pglz kept 0.98 of the images for 0.0339 CPU s/MB.
+func pg18SysbenchReading(snap *collector.Snapshot) *collector.FullPages {
+	fp := pgbenchReading(snap)
+	fp.Methods = []collector.CompressionCost{{Method: "pglz", Kept: 0.98, CPUSecondsPerMB: 0.0339}}
+	return fp
+}
+
 func TestFullPageImages(t *testing.T) {
 	dominant := imagesScenario("off", enumvals15, 0.5, flushWaits30, 0)
 	pg14 := imagesScenario("off", nil, 0.5, flushWaits30, 0)
@@ -246,6 +254,8 @@ func TestCompressionAdviceStatesMeasurement(t *testing.T) {
 	}{
 		{"sysbench on pglz only: withheld", withReading(imagesScenario("off", enumvalsNoLZ4, 0.19, flushWaits30, 0), sysbenchReading),
 			[]string{"compress poorly", "pglz keeps 0.93", "less than the 25%"}},
+		{"PostgreSQL 18's sysbench shape: images 37% of the WAL, pglz withheld", withReading(imagesScenario("off", enumvalsNoLZ4, 0.3, flushWaits30, 1470), pg18SysbenchReading),
+			[]string{"Full-page images are 37% of the WAL", "compress poorly", "pglz keeps 0.98", "0.034 CPU s per MB", "less than the 25%"}},
 		{"pgbench on pglz only: recommended", imagesScenario("off", enumvalsNoLZ4, 0.26, flushWaits30, 0),
 			[]string{"pglz keeps 0.20", "0.012 CPU s per MB", "CPUs at this rate"}},
 		{"pglz only, CPUs 5% idle: withheld for CPU", imagesScenario("off", enumvalsNoLZ4, 0.05, flushWaits30, 0),

@@ -225,8 +225,10 @@ type Thresholds struct {
 	// an (info) finding.
 	ContentionInfoShare float64
 
-	// FPIShareMin is the estimated share of the WAL's bytes that are full-page images from which
-	// they are worth a remedy, and FPIMinWALRate the least WAL per second for them to matter.
+	// FPIShareMin is the share of the WAL's bytes that are full-page images from which an
+	// estimate without a reading of the WAL is acted on and checkpoints are spaced (with a
+	// reading, FPISavingMin is the floor); FPIMinWALRate the least WAL per second for images to
+	// matter.
 	FPIShareMin   float64
 	FPIMinWALRate int64
 	// FPIRecordBytes is the size of a WAL record without its image, taken off the WAL's bytes per
