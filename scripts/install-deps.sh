@@ -2,7 +2,7 @@
 # Installs what a fresh Debian machine lacks to run pgwal-advisor's tests and demo:
 # PostgreSQL's server binaries (initdb, pg_ctl, pgbench, pg_test_fsync) and Prometheus
 # (promtool and a server for the end-to-end test), Chromium (the landing page's browser test),
-# PgBouncer (the transaction-pooler test), Patroni, etcd and repmgr (the HA manager tests),
+# PgBouncer (the transaction-pooler test), sysbench (the lab's second OLTP load), Patroni, etcd and repmgr (the HA manager tests),
 # the loop-device tools, npm, and through it the other PostgreSQL major versions the version
 # matrix runs (scripts/install-pg-versions.sh, cached once per machine). It only acts as root
 # with apt-get; otherwise it says what is missing and lets the tests skip or fail with their own
@@ -20,7 +20,7 @@ fi
 if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then
   need+=(prometheus)
 fi
-for tool in losetup:mount mkfs.ext4:e2fsprogs npm:npm chromium:chromium pgbouncer:pgbouncer patroni:patroni etcd:etcd-server; do
+for tool in losetup:mount mkfs.ext4:e2fsprogs npm:npm chromium:chromium pgbouncer:pgbouncer sysbench:sysbench patroni:patroni etcd:etcd-server; do
   command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool##*:}")
 done
 # repmgr's library and binaries go beside Debian's server (postgresql-N-repmgr, through the

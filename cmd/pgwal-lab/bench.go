@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/pgwal-advisor/pgwal-advisor/internal/cli"
+	"github.com/pgwal-advisor/pgwal-advisor/internal/lab"
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab/bench"
 )
 
@@ -77,6 +78,14 @@ installed. Everything it starts is torn down and vm.dirty_* restored, also on Ct
 					return fmt.Errorf("--defaults-loads %q: want %s: %w", l, strings.Join(bench.DefaultsLoads(), ", "), cli.ErrUsage)
 				}
 			}
+			if opts.DefaultsServer != 0 {
+				if !slices.Contains(lab.MatrixVersions(), opts.DefaultsServer) {
+					return fmt.Errorf("--defaults-server %d: want one of the version matrix's majors %v: %w", opts.DefaultsServer, lab.MatrixVersions(), cli.ErrUsage)
+				}
+				if len(scenarios) != 1 || strings.TrimSpace(scenarios[0]) != bench.Defaults {
+					return fmt.Errorf("--defaults-server needs --scenario %s alone: the other scenarios run on the machine's own server: %w", bench.Defaults, cli.ErrUsage)
+				}
+			}
 			if opts.TimingHeadStart < 0 {
 				return fmt.Errorf("--timing-head-start %v: must not be negative: %w", opts.TimingHeadStart, cli.ErrUsage)
 			}
@@ -131,7 +140,9 @@ installed. Everything it starts is torn down and vm.dirty_* restored, also on Ct
 	f.StringSliceVar(&opts.DefaultsDevices, "defaults-devices", nil, "the defaults scenario's devices to run, comma-separated: "+
 		strings.Join(bench.DefaultsDevices(), ", ")+" (default all; the quick form runs its own)")
 	f.StringSliceVar(&opts.DefaultsLoads, "defaults-loads", nil, "the defaults scenario's loads to run, comma-separated: "+
-		strings.Join(bench.DefaultsLoads(), ", ")+" (default all; the quick form runs its own)")
+		strings.Join(bench.DefaultsLoads(), ", ")+" (default the first three; the quick form runs its own)")
+	f.IntVar(&opts.DefaultsServer, "defaults-server", 0, "the defaults scenario's PostgreSQL major version, from the version matrix's builds (scripts/install-pg-versions.sh; "+
+		"pglz their only wal_compression); 0: the machine's own server")
 	f.BoolVar(&opts.NeighbourRestoreOnly, "neighbour-restore-only", false, "run only the neighbour scenario's restore phase (from 64MB/512MB, the daemon in apply mode, rollback); needs pgwal-advisor next to pgwal-lab")
 	f.IntVar(&opts.NeighbourWriterMB, "neighbour-mb", 0, "MB the neighbour scenario's bulk writer writes (0: 3000, --quick 300)")
 	f.DurationVar(&opts.TimingHeadStart, "timing-head-start", 0, "how long the timing lab's daemon runs before the statement starts, which sets where in its 15 s snapshot cycle the statement begins (0: 35s)")

@@ -39,6 +39,9 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"--scenario", "timing", "--timing-head-start", "-5s"},
 		{"--scenario", "defaults", "--defaults-loads", "oltp,nope"},
 		{"--scenario", "defaults", "--defaults-devices", "ssd"},
+		{"--scenario", "defaults", "--defaults-server", "13"},
+		{"--scenario", "defaults,seed001", "--defaults-server", "17"},
+		{"--defaults-server", "17"},
 	} {
 		_, _, err := benchCmd(t, "table", args...)
 		if !errors.Is(err, cli.ErrUsage) {

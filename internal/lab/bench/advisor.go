@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 
 	"github.com/pgwal-advisor/pgwal-advisor/advisor"
 	"github.com/pgwal-advisor/pgwal-advisor/advisor/apply"
@@ -18,6 +19,7 @@ import (
 	"github.com/pgwal-advisor/pgwal-advisor/collector/postgres"
 	"github.com/pgwal-advisor/pgwal-advisor/collector/storage"
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab"
+	"github.com/pgwal-advisor/pgwal-advisor/internal/lab/equipment"
 	"github.com/pgwal-advisor/pgwal-advisor/probes/compression"
 	"github.com/pgwal-advisor/pgwal-advisor/rules"
 )
@@ -179,12 +181,23 @@ type watchSpec struct {
 	load func(ctx context.Context) error
 	// rounds caps the check->apply rounds (0: the suite's, sizes.rounds).
 	rounds int
+	// checkpoint starts each round from a CHECKPOINT and sync(2), as the default-host matrix's
+	// runs start: full-page images fall through a checkpoint cycle, so a round watched later in
+	// the cycle than the one before it would credit a change with the fall (the PostgreSQL 17
+	// cloud cell: wal_compression's prediction checked 35-70 s into the cycle against 0-35 s).
+	checkpoint bool
 }
 
 // check runs advisor.Check once over the window while the workload runs, and returns what it
 // found as the state apply mode judges (with a snapshot taken after the window, as
 // `pgwal-advisor apply` takes one: the guard checks against the state as it is now).
 func (r *runner) check(ctx context.Context, w watchSpec) (*advisor.CheckResult, advisor.State, error) {
+	if w.checkpoint {
+		if err := equipment.Checkpoint(ctx, w.cluster); err != nil {
+			return nil, advisor.State{}, err
+		}
+		unix.Sync()
+	}
 	loadCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	var (
@@ -203,7 +216,7 @@ func (r *runner) check(ctx context.Context, w watchSpec) (*advisor.CheckResult, 
 	pg := postgres.New(w.cluster.DSN(), postgres.Options{Logger: r.logger})
 	defer pg.Close(context.Background())
 	s := &advisor.Sampler{Postgres: pg, Kernel: kernel.New(r.opts.ProcFS), Storage: storage.New(r.opts.ProcFS, r.opts.SysFS),
-		FullPages: &compression.Source{}}
+		FullPages: &compression.Source{Gather: w.window}}
 	res, err := advisor.Check(ctx, s, advisor.CheckConfig{
 		Window: w.window, Interval: time.Second, WaitInterval: 250 * time.Millisecond,
 		ProbeDir: w.probeDir, ProbeBudget: r.sz.probeBudget,
@@ -294,6 +307,10 @@ func (r *runner) advise(ctx context.Context, id string, w watchSpec, start Confi
 				Current: f.Current, Recommended: f.Recommended, Action: f.Action}
 			ar.Findings = append(ar.Findings, fb)
 			r.say("%s:   finding %s %s (%s)", id, f.Severity, f.Rule, fb.change())
+			if f.Predicted != nil {
+				// What a prediction rested on, for the report's reader to check a miss against.
+				r.say("%s:     %s; predicted %s %.4g -> %.4g: %s", id, f.Summary, f.Predicted.Name, f.Predicted.Current, f.Predicted.Value, f.Predicted.Basis)
+			}
 		}
 		applied, err := r.opts.Applier.Apply(ctx, ApplyTarget{DSN: w.cluster.DSN(), ProcFS: r.opts.ProcFS, Dir: dir}, st)
 		ar.Applied, ar.Refused = applied.Changes, applied.Refused

@@ -95,6 +95,10 @@ type Options struct {
 	// DefaultsLoads and DefaultsDevices narrow the defaults scenario's loads (DefaultsLoads)
 	// and devices (DefaultsDevices) in the full suite; empty: all of them.
 	DefaultsLoads, DefaultsDevices []string
+	// DefaultsServer is the PostgreSQL major version the defaults scenario's clusters run, from
+	// the version matrix's builds (lab.FindVersion: the npm builds, pglz their only
+	// wal_compression); 0: the machine's own server (lab.FindBinDir).
+	DefaultsServer int
 	// NeighbourRounds and NeighbourWriterMB override the neighbour scenario's rounds and bulk
 	// writer size (0: the suite's, sizesFor).
 	NeighbourRounds   int
@@ -227,7 +231,7 @@ func sizesFor(quick bool) sizes {
 		cgDelays: []int{500, 2000}, cgSiblings: []int{5, 20},
 		// Three devices x three loads, 2 interleaved rounds of 15 s runs (the bulk load: 3M rows, about
 		// 700MB of WAL, more than max_wal_size 1GB lets pass between two checkpoints): about 50 minutes.
-		dfDevices: []string{"fast", "cloud", "hdd"}, dfLoads: DefaultsLoads(),
+		dfDevices: []string{"fast", "cloud", "hdd"}, dfLoads: []string{loadOLTP, loadBulk, loadMixed},
 		dfScale: 50, dfSecs: 15, dfRows: 3_000_000, dfWriterMB: 1000, dfRuns: 2, dfGrid: true, dfVolume: 8 << 30,
 	}
 }
@@ -246,6 +250,9 @@ type runner struct {
 	started time.Time
 	static  StaticTuner
 	kernel  *vmKnobs
+	// binDir is the defaults scenario's server build (Options.DefaultsServer); "": the
+	// machine's own.
+	binDir string
 }
 
 // Run runs the selected scenarios and returns their report. A scenario that fails is reported
@@ -271,14 +278,23 @@ func Run(ctx context.Context, opts Options, logger *zap.Logger) (*Report, error)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := lab.FindBinDir(); err != nil {
+	binDir, err := lab.FindBinDir()
+	if err != nil {
 		return nil, err
+	}
+	if opts.DefaultsServer != 0 {
+		if binDir, err = lab.FindVersion(ctx, opts.DefaultsServer); err != nil {
+			return nil, err
+		}
 	}
 	mem, err := memTotal(ctx, opts.ProcFS)
 	if err != nil {
 		return nil, err
 	}
 	r := &runner{opts: opts, sz: sizesFor(opts.Quick), logger: logger, started: time.Now(), static: staticTunerFor(mem)}
+	if opts.DefaultsServer != 0 {
+		r.binDir = binDir
+	}
 	if len(opts.DefaultsLoads) > 0 && !opts.Quick {
 		r.sz.dfLoads = slices.DeleteFunc(DefaultsLoads(), func(l string) bool { return !slices.Contains(opts.DefaultsLoads, l) })
 	}
@@ -297,7 +313,7 @@ func Run(ctx context.Context, opts Options, logger *zap.Logger) (*Report, error)
 
 	rep := &Report{
 		Mode: "full", Started: r.started, Command: opts.Command, StaticTuner: r.static,
-		Machine: machineInfo(ctx, opts.ProcFS, mem),
+		Machine: machineInfo(ctx, opts.ProcFS, mem, binDir),
 	}
 	if opts.Quick {
 		rep.Mode = "quick"
@@ -370,7 +386,7 @@ func (r *runner) say(format string, args ...any) {
 	fmt.Fprintf(r.opts.Progress, "[%02d:%02d] %s\n", int(d.Minutes()), int(d.Seconds())%60, fmt.Sprintf(format, args...))
 }
 
-func machineInfo(ctx context.Context, procfs string, mem int64) Machine {
+func machineInfo(ctx context.Context, procfs string, mem int64, binDir string) Machine {
 	m := Machine{CPUs: runtime.NumCPU(), MemoryBytes: mem, LoadAverageBefore: loadAverage(procfs)}
 	if b, err := os.ReadFile(filepath.Join(procfs, "sys/kernel/osrelease")); err == nil {
 		m.Kernel = strings.TrimSpace(string(b))
@@ -383,10 +399,8 @@ func machineInfo(ctx context.Context, procfs string, mem int64) Machine {
 			}
 		}
 	}
-	if dir, err := lab.FindBinDir(); err == nil {
-		if out, err := exec.CommandContext(ctx, filepath.Join(dir, "postgres"), "--version").Output(); err == nil {
-			m.PostgreSQL = strings.TrimSpace(string(out))
-		}
+	if out, err := exec.CommandContext(ctx, filepath.Join(binDir, "postgres"), "--version").Output(); err == nil {
+		m.PostgreSQL = strings.TrimSpace(string(out))
 	}
 	return m
 }

@@ -7,9 +7,13 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/pgwal-advisor/pgwal-advisor/collector"
+	"github.com/pgwal-advisor/pgwal-advisor/internal/lab"
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab/equipment"
 	"github.com/pgwal-advisor/pgwal-advisor/internal/lab/fullpage"
+	"github.com/pgwal-advisor/pgwal-advisor/internal/lab/simdisk"
 )
 
 // Defaults is the default-host matrix (issue 21): PostgreSQL's own defaults on three devices
@@ -21,6 +25,10 @@ const (
 	loadOLTP  = "oltp"
 	loadBulk  = "bulk load"
 	loadMixed = "oltp + bulk writer"
+	// sysbench's own OLTP scripts (issue 34: a client no one here wrote) on its 8 tables of
+	// 200k rows of random digits, 8 threads.
+	loadSysWrite  = "sysbench write-only"
+	loadSysInsert = "sysbench insert"
 )
 
 // DefaultsDevices are the matrix's devices (fullpage.Devices), in running order.
@@ -32,8 +40,22 @@ func DefaultsDevices() []string {
 	return names
 }
 
-// DefaultsLoads are the matrix's loads, in running order.
-func DefaultsLoads() []string { return []string{loadOLTP, loadBulk, loadMixed} }
+// DefaultsLoads are the matrix's loads, in running order. The full suite runs the first three;
+// the sysbench loads run when --defaults-loads names them.
+func DefaultsLoads() []string {
+	return []string{loadOLTP, loadBulk, loadMixed, loadSysWrite, loadSysInsert}
+}
+
+// isSysbench says whether load is one of sysbench's scripts.
+func isSysbench(load string) bool { return load == loadSysWrite || load == loadSysInsert }
+
+// sysbenchScript is load's sysbench script.
+func sysbenchScript(load string) string {
+	if load == loadSysInsert {
+		return fullpage.SysbenchInsert
+	}
+	return fullpage.SysbenchWriteOnly
+}
 
 // defaultsHostMemory is the host the static tuners size for: shared_buffers = RAM/4 = 256MB, a
 // small cloud instance, so that pgbench's tables at dfScale are several times shared_buffers in
@@ -46,18 +68,40 @@ func defaultsBase() map[string]string {
 	return map[string]string{"shared_buffers": "256MB"}
 }
 
-// defaultsGrid is the grid around the start: each wal_compression the servers of the matrix
-// accept, checkpoints spaced (timeout 15min, max_wal_size 4GB), and both.
-func defaultsGrid(start Config, full bool) []Config {
+// defaultsGrid is the grid around the start: each wal_compression the server accepts (lz4 and
+// zstd where the build has them, pglz where it is the only method: the npm builds and many
+// others), checkpoints spaced (timeout 15min, max_wal_size 4GB), and both with the first method.
+func defaultsGrid(start Config, full bool, methods []string) []Config {
 	spaced := map[string]string{"checkpoint_timeout": "15min", "max_wal_size": "4GB"}
-	grid := []Config{start.with("wal_compression=lz4", map[string]string{"wal_compression": "lz4"})}
+	grid := []Config{}
+	for _, m := range methods {
+		grid = append(grid, start.with("wal_compression="+m, map[string]string{"wal_compression": m}))
+		if !full {
+			break
+		}
+	}
 	if full {
-		grid = append(grid,
-			start.with("wal_compression=zstd", map[string]string{"wal_compression": "zstd"}),
-			start.with("checkpoints spaced", spaced),
-			start.with("lz4, checkpoints spaced", merged(spaced, map[string]string{"wal_compression": "lz4"})))
+		first := methods[0]
+		grid = append(grid, start.with("checkpoints spaced", spaced),
+			start.with(first+", checkpoints spaced", merged(spaced, map[string]string{"wal_compression": first})))
 	}
 	return grid
+}
+
+// gridMethods is the methods the grid tries on a server that accepts accepted
+// (fullpage.CompressionMethods): lz4 and zstd where the build has them, as the matrix ran on
+// Debian's build; pglz (on, for 14) where nothing else is built in.
+func gridMethods(accepted []string) []string {
+	var out []string
+	for _, m := range []string{"lz4", "zstd"} {
+		if slices.Contains(accepted, m) {
+			out = append(out, m)
+		}
+	}
+	if len(out) == 0 {
+		return accepted[:1]
+	}
+	return out
 }
 
 // defaults measures the matrix: per device a loop-device stack initialised once, and per load
@@ -74,6 +118,11 @@ func (r *runner) defaults(ctx context.Context) (*ScenarioResult, error) {
 			"file system, with an fdatasync every 64 MB, as a copy tool does)", sz.dfScale, sz.dfScale*15, loadOLTP, dfClients, sz.dfSecs,
 			loadBulk, sz.dfRows, loadMixed, sz.dfWriterMB),
 		Base: defaultsBase(), Metric: "per cell", Runs: sz.dfRuns,
+	}
+	if slices.ContainsFunc(sz.dfLoads, isSysbench) {
+		res.Workload += fmt.Sprintf("; %s and %s (Debian's sysbench, its own %s and %s scripts, %d threads for %d s from a CHECKPOINT, "+
+			"on its 8 tables of 200k rows of random digits made beside pgbench's)", loadSysWrite, loadSysInsert,
+			fullpage.SysbenchWriteOnly, fullpage.SysbenchInsert, sysbenchThreads, sz.dfSecs)
 	}
 	static := staticTunerFor(defaultsHostMemory)
 	devices := sz.dfDevices
@@ -104,9 +153,32 @@ func (r *runner) defaultsDevice(ctx context.Context, res *ScenarioResult, dev fu
 			err = cerr
 		}
 	}()
-	st, err := eq.LoopStack(ctx, Defaults+"/"+dev.Name, dev.Options, r.sz.dfVolume, defaultsBase(), r.sz.dfScale)
+	st, err := eq.LoopStack(ctx, Defaults+"/"+dev.Name, dev.Options, r.sz.dfVolume,
+		lab.ClusterOptions{BinDir: r.binDir, Settings: defaultsBase()}, r.sz.dfScale)
 	if err != nil {
 		return err
+	}
+	if slices.ContainsFunc(r.sz.dfLoads, isSysbench) {
+		// sysbench's tables at full speed, as pgbench's were: the set-up is not what is measured.
+		st.Throttle(simdisk.Options{})
+		r.say("%s: sysbench prepare", Defaults+"/"+dev.Name)
+		err := fullpage.InitData(ctx, st.Cluster, fullpage.Sysbench)
+		if err == nil {
+			err = equipment.Checkpoint(ctx, st.Cluster)
+		}
+		if err != nil {
+			return fmt.Errorf("sysbench's tables: %w", err)
+		}
+		unix.Sync()
+		st.Throttle(dev.Options)
+	}
+	methods, err := fullpage.CompressionMethods(ctx, st.Cluster)
+	if err != nil {
+		return err
+	}
+	note := fmt.Sprintf("The server accepts wal_compression=%s; the grid tries %s.", strings.Join(methods, ", "), strings.Join(gridMethods(methods), ", "))
+	if !slices.Contains(res.Notes, note) {
+		res.Notes = append(res.Notes, note)
 	}
 	if st.Note != "" {
 		res.Notes = append(res.Notes, dev.Name+": "+st.Note)
@@ -114,7 +186,7 @@ func (r *runner) defaultsDevice(ctx context.Context, res *ScenarioResult, dev fu
 	if err := st.Cluster.Exec(ctx, bulkTable); err != nil {
 		return fmt.Errorf("create the bulk load's table: %w", err)
 	}
-	rig := &dfRig{r: r, st: st, dev: dev}
+	rig := &dfRig{r: r, st: st, dev: dev, methods: gridMethods(methods)}
 	for _, load := range r.sz.dfLoads {
 		cell, err := r.defaultsCell(ctx, rig, load, static)
 		if cell != nil {
@@ -152,7 +224,7 @@ func (r *runner) defaultsCell(ctx context.Context, rig *dfRig, load string, stat
 		window = max(window, 70*time.Second)
 	}
 	adv, advCfg, err := r.advise(ctx, id, watchSpec{cluster: c, probeDir: rig.st.Probe, window: window,
-		load: func(ctx context.Context) error { return rig.loop(ctx, load) }, rounds: r.sz.dfRounds}, start, journal)
+		load: func(ctx context.Context) error { return rig.loop(ctx, load) }, rounds: r.sz.dfRounds, checkpoint: true}, start, journal)
 	cell.Advisor, cell.AdvisorChanges = adv, advisorSettings(start, advCfg)
 	if err != nil {
 		return cell, err
@@ -160,7 +232,7 @@ func (r *runner) defaultsCell(ctx context.Context, rig *dfRig, load string, stat
 	set := &configSet{}
 	set.add(start, RoleStart)
 	set.add(start, RoleGrid)
-	for _, g := range defaultsGrid(start, r.sz.dfGrid) {
+	for _, g := range defaultsGrid(start, r.sz.dfGrid, rig.methods) {
 		set.add(g, RoleGrid)
 	}
 	if r.sz.dfGrid {

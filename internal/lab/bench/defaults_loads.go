@@ -26,6 +26,8 @@ type dfRig struct {
 	st   *equipment.LoopStack
 	dev  fullpage.Device
 	dirs int
+	// methods are the wal_compression methods the grid tries (gridMethods).
+	methods []string
 }
 
 // dir makes a fresh directory beside the cluster for a cell's applier journal.
@@ -38,6 +40,9 @@ func (g *dfRig) dir() (string, error) {
 	return d, nil
 }
 
+// sysbenchThreads is the sysbench loads' threads, as issue 34's shape ran them.
+const sysbenchThreads = 8
+
 func (g *dfRig) oltpArgs() []string {
 	return []string{"-n", "-c", strconv.Itoa(dfClients), "-j", "2"}
 }
@@ -45,6 +50,10 @@ func (g *dfRig) oltpArgs() []string {
 // loop runs load until ctx ends: what the advisor watches.
 func (g *dfRig) loop(ctx context.Context, load string) error {
 	c := g.st.Cluster
+	if isSysbench(load) {
+		_, err := fullpage.RunSysbench(ctx, c, sysbenchScript(load), sysbenchThreads, 24*time.Hour)
+		return err
+	}
 	if load == loadBulk {
 		for ctx.Err() == nil {
 			if err := g.bulkOnce(ctx); err != nil {
@@ -141,6 +150,12 @@ func (g *dfRig) measure(ctx context.Context, load string) (*DefaultsRun, error) 
 		}
 		run.Seconds = time.Since(begin).Seconds()
 		run.Value, run.Txns = run.Seconds, 1
+	case loadSysWrite, loadSysInsert:
+		res, err := fullpage.RunSysbench(ctx, c, sysbenchScript(load), sysbenchThreads, time.Duration(g.r.sz.dfSecs)*time.Second)
+		if err != nil {
+			return nil, err
+		}
+		run.Seconds, run.Txns, run.Value, run.P99LatencyMS = float64(g.r.sz.dfSecs), res.Txns, res.TPS, res.P99MS
 	default:
 		if err := g.oltp(ctx, load, run); err != nil {
 			return nil, err

@@ -176,3 +176,35 @@ func TestCellTargets(t *testing.T) {
 		})
 	}
 }
+
+// TestDefaultsGridMethods: the grid tries what the server accepts: lz4 and zstd where the build
+// has them (Debian's), pglz where it is the only method (the npm builds), on for 14.
+func TestDefaultsGridMethods(t *testing.T) {
+	start := Config{Name: "start", Settings: map[string]string{}}
+	for _, tc := range []struct {
+		accepted []string
+		full     bool
+		want     []string
+	}{
+		{[]string{"pglz", "lz4", "zstd"}, true, []string{"wal_compression=lz4", "wal_compression=zstd", "checkpoints spaced", "lz4, checkpoints spaced"}},
+		{[]string{"pglz", "lz4", "zstd"}, false, []string{"wal_compression=lz4"}},
+		{[]string{"pglz"}, true, []string{"wal_compression=pglz", "checkpoints spaced", "pglz, checkpoints spaced"}},
+		{[]string{"on"}, true, []string{"wal_compression=on", "checkpoints spaced", "on, checkpoints spaced"}},
+	} {
+		var got []string
+		for _, c := range defaultsGrid(start, tc.full, gridMethods(tc.accepted)) {
+			got = append(got, c.Name)
+		}
+		if strings.Join(got, "|") != strings.Join(tc.want, "|") {
+			t.Errorf("accepted %v, full %v: grid %q, want %q", tc.accepted, tc.full, got, tc.want)
+		}
+	}
+	for _, load := range []string{loadSysWrite, loadSysInsert} {
+		if !isSysbench(load) {
+			t.Errorf("%s is not a sysbench load", load)
+		}
+	}
+	if isSysbench(loadOLTP) || sysbenchScript(loadSysInsert) != "oltp_insert" || sysbenchScript(loadSysWrite) != "oltp_write_only" {
+		t.Error("the sysbench loads map to the wrong scripts")
+	}
+}

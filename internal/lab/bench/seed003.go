@@ -55,7 +55,7 @@ func (r *runner) seed003(ctx context.Context) (res *ScenarioResult, err error) {
 	}
 	start := Config{Name: "start", Durable: true, Settings: map[string]string{"checkpoint_flush_after": "0", "bgwriter_flush_after": "0"}}
 	st, err := eq.LoopStack(ctx, Seed003, simdisk.Options{Latency: s003Latency, BandwidthBytesPerSec: s003Bandwidth}, size,
-		merged(res.Base, start.Settings), scale)
+		lab.ClusterOptions{Settings: merged(res.Base, start.Settings)}, scale)
 	if err != nil {
 		return res, err
 	}

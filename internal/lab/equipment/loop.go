@@ -70,17 +70,19 @@ type LoopStack struct {
 	Probe   string // the probes' directory on the file system
 }
 
-// LoopStack sets up a LoopStack of size bytes with a cluster of settings at pgbench scale. The
+// LoopStack sets up a LoopStack of size bytes with a cluster of cluster's settings and server
+// build (cluster.BinDir; BaseDir and WALDir are the volume's) at pgbench scale. The
 // disk runs at full speed while it is set up (mkfs and pgbench -i are not what is measured),
 // and at opts' bandwidth and latency once it returns, after a CHECKPOINT and sync(2).
 func (e *Set) LoopStack(ctx context.Context, scenario string, opts simdisk.Options, size int64,
-	settings map[string]string, scale int) (*LoopStack, error) {
+	cluster lab.ClusterOptions, scale int) (*LoopStack, error) {
 	v, err := e.LoopVolume(ctx, scenario, opts, size)
 	if err != nil {
 		return nil, err
 	}
 	st := &LoopStack{LoopVolume: v}
-	if st.Cluster, err = e.Cluster(ctx, lab.ClusterOptions{BaseDir: v.Mnt, WALDir: filepath.Join(v.Mnt, "wal"), Settings: settings}); err != nil {
+	cluster.BaseDir, cluster.WALDir = v.Mnt, filepath.Join(v.Mnt, "wal")
+	if st.Cluster, err = e.Cluster(ctx, cluster); err != nil {
 		return nil, err
 	}
 	if st.Probe, err = ProbeDir(v.Mnt); err != nil {

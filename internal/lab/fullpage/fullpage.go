@@ -8,6 +8,7 @@ package fullpage
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -132,6 +133,31 @@ func Measure(ctx context.Context, c *lab.Cluster, load Load, compression string,
 	r.Records, r.FPI, r.Bytes = after.records-before.records, after.fpi-before.fpi, after.bytes-before.bytes
 	r.StartLSN, r.EndLSN = before.lsn, after.lsn
 	return r, nil
+}
+
+// CompressionMethods lists the wal_compression methods c's server accepts, pglz first:
+// pg_settings.enumvals from 15 (lz4 and zstd only in builds with those libraries); on 14 the
+// setting is a boolean whose on is pglz.
+func CompressionMethods(ctx context.Context, c *lab.Cluster) ([]string, error) {
+	conn, err := c.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.Background())
+	var vals []string
+	if err := conn.QueryRow(ctx, "SELECT coalesce(enumvals, '{}') FROM pg_settings WHERE name = 'wal_compression'").Scan(&vals); err != nil {
+		return nil, fmt.Errorf("read wal_compression's methods: %w", err)
+	}
+	if len(vals) == 0 {
+		return []string{"on"}, nil
+	}
+	out := []string{"pglz"}
+	for _, m := range []string{"lz4", "zstd"} {
+		if slices.Contains(vals, m) {
+			out = append(out, m)
+		}
+	}
+	return out, nil
 }
 
 // SetCompression sets wal_compression with ALTER SYSTEM and reloads, waiting until a new

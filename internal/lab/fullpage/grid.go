@@ -38,12 +38,18 @@ const (
 // Grid shapes: pgbench at scale 30 with 12 clients; sysbench's 8 tables of 200k rows with 8
 // threads (issue 34's two shapes).
 const (
-	gridScale          = 30
-	gridClients        = 12
-	sysbenchTables     = 8
-	sysbenchTableSize  = 200_000
-	sysbenchThreads    = 8
-	sysbenchScriptName = "oltp_write_only"
+	gridScale         = 30
+	gridClients       = 12
+	sysbenchTables    = 8
+	sysbenchTableSize = 200_000
+	sysbenchThreads   = 8
+)
+
+// Sysbench's own OLTP scripts (Debian's sysbench): updates, a delete and an insert per
+// transaction, and a single-row insert per transaction.
+const (
+	SysbenchWriteOnly = "oltp_write_only"
+	SysbenchInsert    = "oltp_insert"
 )
 
 // GridRun is one run: the load's transactions per second and p99 latency, pg_stat_wal over the
@@ -63,7 +69,7 @@ type GridRun struct {
 // InitData creates a grid load's tables in c.
 func InitData(ctx context.Context, c *lab.Cluster, d Data) error {
 	if d == Sysbench {
-		_, err := sysbench(ctx, c, "--threads=2", "prepare")
+		_, err := sysbench(ctx, c, SysbenchWriteOnly, "--threads=2", "prepare")
 		if err != nil {
 			return err
 		}
@@ -73,9 +79,10 @@ func InitData(ctx context.Context, c *lab.Cluster, d Data) error {
 	return err
 }
 
-// sysbench runs Debian's sysbench with its PostgreSQL driver against c's socket.
-func sysbench(ctx context.Context, c *lab.Cluster, args ...string) ([]byte, error) {
-	all := append([]string{sysbenchScriptName, "--db-driver=pgsql", "--pgsql-host=" + c.SocketDir(),
+// sysbench runs one of Debian's sysbench scripts with its PostgreSQL driver against c's socket,
+// on the grid's tables.
+func sysbench(ctx context.Context, c *lab.Cluster, script string, args ...string) ([]byte, error) {
+	all := append([]string{script, "--db-driver=pgsql", "--pgsql-host=" + c.SocketDir(),
 		"--pgsql-port=" + strconv.Itoa(c.Port()), "--pgsql-user=postgres", "--pgsql-db=postgres",
 		"--tables=" + strconv.Itoa(sysbenchTables), "--table-size=" + strconv.Itoa(sysbenchTableSize)}, args...)
 	out, err := exec.CommandContext(ctx, "sysbench", all...).CombinedOutput()
@@ -197,19 +204,33 @@ var (
 )
 
 func (r *GridRun) runSysbench(ctx context.Context, c *lab.Cluster, d time.Duration) error {
-	out, err := sysbench(ctx, c, "--threads="+strconv.Itoa(sysbenchThreads), "--time="+strconv.Itoa(int(d.Seconds())),
+	res, err := RunSysbench(ctx, c, SysbenchWriteOnly, sysbenchThreads, d)
+	r.Txns, r.TPS, r.P99MS = res.Txns, res.TPS, res.P99MS
+	return err
+}
+
+// SysbenchResult is what one sysbench run reports: its transactions, their rate and the p99 of
+// their latency.
+type SysbenchResult struct {
+	Txns, TPS, P99MS float64
+}
+
+// RunSysbench runs script for d with threads on the tables InitData(Sysbench) made.
+func RunSysbench(ctx context.Context, c *lab.Cluster, script string, threads int, d time.Duration) (SysbenchResult, error) {
+	var res SysbenchResult
+	out, err := sysbench(ctx, c, script, "--threads="+strconv.Itoa(threads), "--time="+strconv.Itoa(int(d.Seconds())),
 		"--percentile=99", "run")
 	if err != nil {
-		return err
+		return res, err
 	}
 	m, p := sysbenchTxns.FindSubmatch(out), sysbenchP99.FindSubmatch(out)
 	if m == nil || p == nil {
-		return fmt.Errorf("no transactions or percentile in sysbench's output: %s", lastLines(out, 8))
+		return res, fmt.Errorf("no transactions or percentile in sysbench's output: %s", lastLines(out, 8))
 	}
-	r.Txns, _ = strconv.ParseFloat(string(m[1]), 64)
-	r.TPS, _ = strconv.ParseFloat(string(m[2]), 64)
-	r.P99MS, _ = strconv.ParseFloat(string(p[1]), 64)
-	return nil
+	res.Txns, _ = strconv.ParseFloat(string(m[1]), 64)
+	res.TPS, _ = strconv.ParseFloat(string(m[2]), 64)
+	res.P99MS, _ = strconv.ParseFloat(string(p[1]), 64)
+	return res, nil
 }
 
 type cpuTimes struct{ idle, total float64 }

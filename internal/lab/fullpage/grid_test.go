@@ -123,25 +123,11 @@ func gridOnDevice(ctx context.Context, t *testing.T, bin string, dev Device) {
 
 // serverMethods lists the server's compression methods (pglz first).
 func serverMethods(ctx context.Context, t *testing.T, c *lab.Cluster) []string {
-	conn, err := c.Connect(ctx)
+	m, err := CompressionMethods(ctx, c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close(ctx)
-	var vals []string
-	if err := conn.QueryRow(ctx, "SELECT coalesce(enumvals, '{}') FROM pg_settings WHERE name = 'wal_compression'").Scan(&vals); err != nil {
-		t.Fatal(err)
-	}
-	out := []string{"pglz"}
-	for _, m := range []string{"lz4", "zstd"} {
-		if slices.Contains(vals, m) {
-			out = append(out, m)
-		}
-	}
-	if len(vals) == 0 {
-		out = []string{"on"} // 14: a boolean, on is pglz
-	}
-	return out
+	return m
 }
 
 // gridCell runs configs interleaved (the order reversed every round) beside cpu neighbours,

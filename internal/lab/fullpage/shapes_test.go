@@ -86,7 +86,7 @@ func runShape(t *testing.T, sh shape) {
 	time.Sleep(15 * time.Second)
 	pg := postgres.New(c.DSN(), postgres.Options{Logger: zaptest.NewLogger(t)})
 	defer pg.Close(ctx)
-	s := &advisor.Sampler{Postgres: pg, Kernel: kernel.New("/proc"), Storage: storage.New("/proc", "/sys"), FullPages: &compression.Source{}}
+	s := &advisor.Sampler{Postgres: pg, Kernel: kernel.New("/proc"), Storage: storage.New("/proc", "/sys"), FullPages: &compression.Source{Gather: 70 * time.Second}}
 	res, err := advisor.Check(ctx, s, advisor.CheckConfig{Window: 70 * time.Second, Interval: time.Second, WaitInterval: 250 * time.Millisecond}, zaptest.NewLogger(t))
 	stopLoad()
 	<-loadDone
@@ -106,6 +106,7 @@ func runShape(t *testing.T, sh shape) {
 			compress = &res.Findings[i]
 		}
 	}
+	logWindow(t, res.History)
 	for rule, why := range res.NotEnoughData {
 		t.Logf("not enough data: %s: %s", rule, why)
 	}
@@ -135,5 +136,25 @@ func runShape(t *testing.T, sh shape) {
 			t.Logf("SHAPE | %s | %s | %d | %.0f tps | p99 %.1f ms | %.0f B/txn | WAL %s MB | idle %.0f%% | %d checkpoints |", sh.name, cfgKey(cfg), round+1,
 				r.TPS, r.P99MS, r.WALPerTxn, strconv.FormatFloat(r.WALBytes/1e6, 'f', 0, 64), 100*r.IdleShare, r.Checkpoints)
 		}
+	}
+}
+
+// logWindow logs what full-page-images judged: the window's WAL rate, images and records, and
+// the latest reading of the WAL's images with each method's figures.
+func logWindow(t *testing.T, h *rules.History) {
+	bytes, records, fpi := h.Change(rules.WALBytes), h.Change(rules.WALRecords), h.Change(rules.WALFPI)
+	t.Logf("WINDOW | %s | WAL %.2f MB/s | %.0f records | %.0f images | %.0f bytes a record |", h.Span().Round(time.Second),
+		bytes.Rate()/1e6, records.Delta, fpi.Delta, bytes.Delta/max(records.Delta, 1))
+	s, _ := h.Latest()
+	fp := s.FullPages
+	if fp == nil {
+		t.Logf("READING | none")
+		return
+	}
+	t.Logf("READING | %s | %d records, %d bytes | %d images, %d bytes (%.0f a image, %.0f%% of the records' bytes) | window share %.0f%% |",
+		fp.Segment, fp.Records, fp.RecordBytes, fp.Images, fp.ImageBytes, float64(fp.ImageBytes)/max(float64(fp.Images), 1),
+		100*float64(fp.ImageBytes)/max(float64(fp.RecordBytes), 1), 100*fpi.Delta*float64(fp.ImageBytes)/max(float64(fp.Images), 1)/max(bytes.Delta, 1))
+	for _, m := range fp.Methods {
+		t.Logf("READING | %s | kept %.2f | %.4f CPU s/MB |", m.Method, m.Kept, m.CPUSecondsPerMB)
 	}
 }

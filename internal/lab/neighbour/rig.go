@@ -47,7 +47,7 @@ type Spec struct {
 // writers' directory beside the cluster, so that the writers share the database's file system
 // and device. The LoopStack holds the probes' directory and a note for the report.
 func Setup(ctx context.Context, eq *equipment.Set, spec Spec) (*Rig, *equipment.LoopStack, error) {
-	st, err := eq.LoopStack(ctx, spec.Scenario, spec.Device.Options(), VolumeSize(spec.WriterMB), spec.Settings, spec.Scale)
+	st, err := eq.LoopStack(ctx, spec.Scenario, spec.Device.Options(), VolumeSize(spec.WriterMB), lab.ClusterOptions{Settings: spec.Settings}, spec.Scale)
 	if err != nil {
 		return nil, nil, err
 	}
