@@ -116,7 +116,7 @@ func ConnectionFlags(root *cobra.Command, g *Globals) {
 	f.StringVar(&g.WALDir, "wal-dir", "", "the WAL directory, when the advisor's role may not read data_directory/pg_wal (default: asked of the server)")
 	f.DurationVar(&g.QueryTimeout, "query-timeout", DefaultQueryTimeout, "timeout of each query to PostgreSQL")
 	f.DurationVar(&g.FullPagesInterval, "full-pages.interval", 5*time.Minute,
-		"how often to read the WAL's recent full-page images and time compressing them, which decides wal_compression (0: never; the advisor then does not recommend it)")
+		"how long a reading of the WAL's full-page images takes: up to 8 WAL files, spread over it, whose images are timed compressing, which decides wal_compression (check and apply spread them over --window when shorter; 0: never, the advisor then does not recommend it)")
 }
 
 // Execute runs root with args and returns the process exit code: 0 on success, the code of an

@@ -25,8 +25,8 @@ const (
 	DefaultMaxImages = 512
 	// DefaultMaxFiles is how many WAL files a reading spans. The images of one file are those
 	// of a few seconds, and what they keep moves through a checkpoint cycle: on pgbench (scale
-	// 50) the server's own pglz kept 0.29 of the first file's images after a CHECKPOINT and 0.10
-	// of the ninth's, 40 s later (docs/probes.md, "Full-page images").
+	// 50) the server's own pglz kept 0.290 of the first file's images after a CHECKPOINT and
+	// 0.105 of the eighth's (docs/probes.md, "Full-page images").
 	DefaultMaxFiles = 8
 )
 
@@ -79,7 +79,7 @@ func (s *Source) Collect(ctx context.Context, walDir string, pg *collector.Postg
 	}
 	// A failed reading is not retried before the interval either: a WAL file that does not
 	// decode is not read again every snapshot. A full reading is kept for the interval.
-	if s.lastErr != nil && now().Sub(s.lastAt) < interval || s.next == nil && s.last != nil && now().Sub(s.lastAt) < interval {
+	if now().Sub(s.lastAt) < interval && (s.lastErr != nil || s.next == nil && s.last != nil) {
 		return s.last, s.lastErr
 	}
 	switch {
